@@ -1,0 +1,199 @@
+"""Frozen-dataclass configs <-> plain dicts <-> `--set key=value` overrides.
+
+Ray Tune's `param_space` is a dict and every checkpoint stores its config as JSON, so each config
+round-trips through a nested dict of plain values. Unknown keys and badly typed values fail with a
+`ValueError` that names the dotted key (e.g. `model.heads`), which the CLI prints as one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _is_config(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _optional_inner(tp: Any) -> Any | None:
+    """`X` for `X | None` / `Optional[X]`, else None."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0]
+    return None
+
+
+def coerce(key: str, tp: Any, value: Any) -> Any:
+    """Convert `value` (from JSON or a `--set` string) to the field type `tp`, or raise naming `key`."""
+    inner = _optional_inner(tp)
+    if inner is not None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "")):
+            return None
+        return coerce(key, inner, value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.strip().lower() in ("false", "0", "no", "off"):
+            return False
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise ValueError(f"{key}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ValueError(f"{key}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip().replace("_", ""))
+            except ValueError:
+                pass
+        raise ValueError(f"{key}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ValueError(f"{key}: expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise ValueError(f"{key}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError(f"{key}: expected a string, got {value!r}")
+    if typing.get_origin(tp) is tuple:
+        (item_tp, *_rest) = typing.get_args(tp)
+        if isinstance(value, str):
+            value = [v for v in value.replace(";", ",").split(",") if v.strip()] if value.strip() else []
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{key}: expected a list, got {value!r}")
+        return tuple(coerce(f"{key}[{n}]", item_tp, v) for n, v in enumerate(value))
+    if _is_config(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(f"{key}: expected a mapping, got {value!r}")
+        return from_dict(tp, value, prefix=key)
+    raise TypeError(f"{key}: unsupported config field type {tp!r}")
+
+
+def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
+    """Build config `cls` from a nested dict; missing keys keep their defaults, unknown keys raise."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{prefix or cls.__name__}: expected a mapping, got {type(data).__name__}")
+    types_ = _field_types(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+        raise ValueError(f"{key}: unknown config key (known: {', '.join(sorted(names))})")
+    kwargs = {}
+    for name, value in data.items():
+        key = f"{prefix}.{name}" if prefix else name
+        kwargs[name] = coerce(key, types_[name], value)
+    return cls(**kwargs)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Nested dict of plain JSON values (tuples become lists)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        if not f.init:
+            continue
+        v = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(v):
+            v = to_dict(v)
+        elif isinstance(v, tuple):
+            v = list(v)
+        out[f.name] = v
+    return out
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"model": {"layers": 2}}` -> `{"model.layers": 2}`."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(flatten(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, v in flat.items():
+        parts = key.split(".")
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{key}: {p!r} is not a config section")
+        node[parts[-1]] = v
+    return out
+
+
+def parse_set(item: str) -> tuple[str, str]:
+    """`"model.layers=8"` -> `("model.layers", "8")`."""
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"--set {item!r}: expected key=value, e.g. model.layers=8")
+    return key, value.strip()
+
+
+def with_overrides(cfg: T, overrides: dict[str, Any] | list[str] | None) -> T:
+    """A copy of `cfg` with dotted-key overrides applied (values may be strings from the CLI).
+
+    The result is rebuilt through `from_dict`, so every validation runs again.
+    """
+    if not overrides:
+        return cfg
+    if isinstance(overrides, list):
+        overrides = dict(parse_set(s) for s in overrides)
+    flat = flatten(to_dict(cfg))
+    sections = {k.rsplit(".", 1)[0] for k in flat if "." in k}
+    for key, value in overrides.items():
+        if key not in flat:
+            section = key.rsplit(".", 1)[0] if "." in key else ""
+            if key in sections:
+                raise ValueError(f"{key}: is a config section, set one of its keys (e.g. {key}.<name>=...)")
+            if section and section not in sections and section != key:
+                raise ValueError(f"{key}: unknown config section {section!r}")
+            raise ValueError(f"{key}: unknown config key")
+        flat[key] = value
+    return from_dict(type(cfg), unflatten(flat))
+
+
+def to_json(cfg: Any) -> str:
+    return json.dumps(to_dict(cfg), indent=2, sort_keys=True)
+
+
+def check(condition: bool, key: str, message: str) -> None:
+    """Raise `ValueError("key: message")` unless `condition` holds (used in `__post_init__`)."""
+    if not condition:
+        raise ValueError(f"{key}: {message}")
+
+
+def check_choice(value: Any, key: str, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{key}: {value!r} is not one of {', '.join(map(str, choices))}")

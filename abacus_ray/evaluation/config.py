@@ -1,0 +1,28 @@
+"""`EvalConfig`: how a checkpoint is scored (paper-spec §7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from abacus_ray.configuration import check, check_choice
+
+ENGINES = ("teacher", "kv", "naive")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Which grids, how many problems per cell, which engine; `grids` are names from `evaluation.grids`."""
+
+    grids: tuple[str, ...] = ("paper-addition",)
+    per_cell: int = 100
+    seed: int = 0
+    engine: str = "teacher"
+    recurrences: int | None = None  # test-time recurrences; None = the model's eval recurrences
+    precision: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
+
+    def __post_init__(self) -> None:
+        check(self.per_cell >= 1, "eval.per_cell", f"must be >= 1, got {self.per_cell}")
+        check_choice(self.engine, "eval.engine", ENGINES)
+        check(self.recurrences is None or self.recurrences >= 1, "eval.recurrences",
+              f"must be >= 1, got {self.recurrences}")
+        check_choice(self.precision, "eval.precision", ("auto", "fp32", "bf16", "fp16"))

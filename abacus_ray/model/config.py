@@ -1,0 +1,65 @@
+"""`ModelConfig`: the Abacus transformer family (paper-spec §4-5, Table 5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from abacus_ray.configuration import check, check_choice
+
+POSITIONS = ("abacus", "fire", "rope", "nope", "learned", "abacus+fire", "abacus+rope")
+INJECTIONS = ("none", "first", "every")
+NORMS = ("post", "pre")
+INIT_STATES = ("noise", "zeros")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """An L x R depth-recurrent decoder; every paper model is one of these (spec §0.1).
+
+    `layers` distinct layers form the recurrent block, applied `recurrences` times. `injection`
+    adds the normalised embedding to the state before `every` layer of each recurrence (the paper's
+    ST w/ II and addition LTs), only before the `first` layer of each recurrence (ST, multiplication
+    LTs), or `none` (once at the start only). Defaults are Table 5's.
+    """
+
+    positions: str = "abacus"
+    layers: int = 16
+    recurrences: int = 1
+    injection: str = "every"
+    hidden: int = 1024
+    intermediate: int = 2048  # the GLU's input width; the gated width is intermediate // 2
+    heads: int = 16
+    max_k: int = 100  # Abacus offset k ~ U{0..max_k} in training
+    abacus_table: int = 512  # rows of the Abacus (and learned) position table
+    norm: str = "post"
+    init_state: str = "noise"  # noise: N(0, init_std^2) initial recurrent state (official code); zeros
+    init_std: float = 0.02
+    fire_max_length: int = 0  # > 0: randomised FIRE positions drawn from 0..fire_max_length-1 in training
+    eval_recurrences: int | None = None  # test-time recurrences; None = recurrences
+
+    def __post_init__(self) -> None:
+        check_choice(self.positions, "model.positions", POSITIONS)
+        check_choice(self.injection, "model.injection", INJECTIONS)
+        check_choice(self.norm, "model.norm", NORMS)
+        check_choice(self.init_state, "model.init_state", INIT_STATES)
+        for key in ("layers", "recurrences", "hidden", "intermediate", "heads", "abacus_table"):
+            v = getattr(self, key)
+            check(v >= 1, f"model.{key}", f"must be >= 1, got {v}")
+        check(self.hidden % self.heads == 0, "model.heads",
+              f"{self.heads} heads do not divide model.hidden={self.hidden}")
+        check(self.intermediate % 2 == 0, "model.intermediate", f"must be even (GLU halves it), got {self.intermediate}")
+        check(self.max_k >= 0, "model.max_k", f"must be >= 0, got {self.max_k}")
+        check(self.init_std >= 0, "model.init_std", f"must be >= 0, got {self.init_std}")
+        check(self.fire_max_length >= 0, "model.fire_max_length", f"must be >= 0, got {self.fire_max_length}")
+        check(self.eval_recurrences is None or self.eval_recurrences >= 1, "model.eval_recurrences",
+              f"must be >= 1, got {self.eval_recurrences}")
+        if self.positions in ("rope", "abacus+rope"):
+            check((self.hidden // self.heads) % 2 == 0, "model.heads", "RoPE needs an even head dimension")
+
+    @property
+    def uses_abacus(self) -> bool:
+        return self.positions.startswith("abacus")
+
+    @property
+    def test_recurrences(self) -> int:
+        return self.eval_recurrences or self.recurrences

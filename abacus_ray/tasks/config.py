@@ -1,0 +1,48 @@
+"""`TaskConfig`: which problems a model trains on (paper-spec §2-3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from abacus_ray.configuration import check, check_choice
+
+TASKS = ("add", "sub", "mul", "addsub", "sort", "or")
+HINTS = ("none", "cyclic", "noncyclic")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """The training distribution.
+
+    `train_max_len` is the n of "size-n data": operands of 1..n digits for +, -, x, bitwise OR;
+    for sorting it is the maximum number of digits, and `train_max_array` the maximum array length.
+    """
+
+    name: str = "add"
+    train_max_len: int = 20
+    train_max_array: int = 10
+    pad_p: float = 0.0  # random padding probability (spec §2.3, Fig. 20)
+    index_hints: str = "none"  # none | cyclic | noncyclic (spec §2.4, Fig. 21)
+
+    def __post_init__(self) -> None:
+        check_choice(self.name, "task.name", TASKS)
+        check(self.train_max_len >= 1, "task.train_max_len", f"must be >= 1, got {self.train_max_len}")
+        check(self.train_max_array >= 1, "task.train_max_array", f"must be >= 1, got {self.train_max_array}")
+        check(0.0 <= self.pad_p < 1.0, "task.pad_p", f"must be in [0, 1), got {self.pad_p}")
+        check_choice(self.index_hints, "task.index_hints", HINTS)
+        check(self.index_hints == "none" or self.name in ("add", "sub", "addsub"),
+              "task.index_hints", f"index hints apply to + and - only, not task {self.name!r}")
+
+    @property
+    def tokenizer_name(self) -> str:
+        if self.name == "sort":
+            return "sort"
+        return "index" if self.index_hints != "none" else "pad"
+
+    @property
+    def longest_digit_run(self) -> int:
+        """Longest run of digit tokens in a training sample: what the Abacus table must cover."""
+        n = self.train_max_len
+        if self.index_hints != "none":
+            return 1  # every digit is preceded by a hint symbol
+        return {"add": n + 1, "sub": n, "addsub": n + 1, "mul": 2 * n, "or": n, "sort": n}[self.name]

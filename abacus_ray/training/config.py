@@ -1,0 +1,67 @@
+"""`TrainConfig`: budget, optimiser, schedules and objective (paper-spec §4.13, §6, Table 5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from abacus_ray.configuration import check, check_choice
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+REDUCTIONS = ("mean", "none")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How a model is trained.
+
+    The budget is in device-hours (GPU-hours on GPUs; on CPU wall-hours x workers, stated so in
+    reports). `max_steps` (optimiser steps) and `max_samples` are optional extra limits; the budget
+    fraction that drives the lr schedule and the batch ramp is the largest of the three fractions,
+    so a steps-only budget (huge `budget_hours`) makes training deterministic and resumable exactly.
+    """
+
+    budget_hours: float = 24.0
+    max_steps: int | None = None
+    max_samples: int | None = None
+    lr: float = 1e-4
+    beta1: float = 0.9
+    beta2: float = 0.98
+    eps: float = 1e-12
+    weight_decay: float = 0.01
+    warmup: float = 0.1  # fraction of the budget
+    cooldown: float = 0.1
+    global_batch: int = 8192
+    micro_batch: int = 512
+    batch_ramp: float = 0.6  # fraction of the budget over which the batch ramps to global_batch; 0 = off
+    grad_clip: float = 0.5
+    precision: str = "auto"  # auto: bf16 on GPU, fp32 on CPU; fp16 = the paper's autocast + GradScaler
+    alpha: float = 1.0  # progressive loss weight (spec §4.13)
+    max_backprop: int | None = None  # M; None = max(R // 2, 1)
+    throttle: bool = False
+    loss_reduction: str = "mean"
+    mask_before_equals: bool = True  # False: also score the prompt (Fig. 16)
+    report_every_s: float = 10.0
+    checkpoint_every_min: float = 30.0
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        check(self.budget_hours > 0, "train.budget_hours", f"must be > 0, got {self.budget_hours}")
+        check(self.max_steps is None or self.max_steps >= 1, "train.max_steps", f"must be >= 1, got {self.max_steps}")
+        check(self.max_samples is None or self.max_samples >= 1, "train.max_samples",
+              f"must be >= 1, got {self.max_samples}")
+        check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
+        check(0 <= self.warmup <= 1 and 0 <= self.cooldown <= 1 and self.warmup + self.cooldown <= 1,
+              "train.warmup", f"warmup {self.warmup} + cooldown {self.cooldown} must lie in [0, 1]")
+        check(self.micro_batch >= 1, "train.micro_batch", f"must be >= 1, got {self.micro_batch}")
+        check(self.global_batch >= self.micro_batch, "train.global_batch",
+              f"{self.global_batch} is smaller than train.micro_batch={self.micro_batch}")
+        check(0 <= self.batch_ramp <= 1, "train.batch_ramp", f"must be in [0, 1], got {self.batch_ramp}")
+        check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
+        check_choice(self.precision, "train.precision", PRECISIONS)
+        check(0 <= self.alpha <= 1, "train.alpha", f"must be in [0, 1], got {self.alpha}")
+        check(self.max_backprop is None or self.max_backprop >= 1, "train.max_backprop",
+              f"must be >= 1, got {self.max_backprop}")
+        check_choice(self.loss_reduction, "train.loss_reduction", REDUCTIONS)
+        check(self.report_every_s > 0, "train.report_every_s", f"must be > 0, got {self.report_every_s}")
+        check(self.checkpoint_every_min > 0, "train.checkpoint_every_min",
+              f"must be > 0, got {self.checkpoint_every_min}")
