@@ -19,6 +19,8 @@ class EvalConfig:
     engine: str = "teacher"
     recurrences: int | None = None  # test-time recurrences; None = the model's eval recurrences
     precision: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    token_budget: int = 0  # tokens per engine batch (rows x padded length); 0 = sized to the device
+    sort_require_eos: bool = False  # sorting exact match also checks the EOS (the official code does not)
 
     def __post_init__(self) -> None:
         check(self.per_cell >= 1, "eval.per_cell", f"must be >= 1, got {self.per_cell}")
@@ -26,3 +28,4 @@ class EvalConfig:
         check(self.recurrences is None or self.recurrences >= 1, "eval.recurrences",
               f"must be >= 1, got {self.recurrences}")
         check_choice(self.precision, "eval.precision", ("auto", "fp32", "bf16", "fp16"))
+        check(self.token_budget >= 0, "eval.token_budget", f"must be >= 0 (0 = auto), got {self.token_budget}")

@@ -1,1 +1,8 @@
-"""model layer."""
+"""model layer: the Abacus transformer family (ModelConfig, ArithmeticTransformer, positions)."""
+
+from abacus_ray.model.cache import KVCache
+from abacus_ray.model.config import ModelConfig
+from abacus_ray.model.positions import abacus_positions
+from abacus_ray.model.transformer import ArithmeticTransformer
+
+__all__ = ["ArithmeticTransformer", "KVCache", "ModelConfig", "abacus_positions"]

@@ -1,0 +1,186 @@
+"""Grid evaluation on Ray Data: (checkpoint x cell batches) -> evaluator actors -> Parquet parts.
+
+The driver plans small work items (a checkpoint and ~a few seconds' worth of cells, only the cells
+whose results key is missing), Ray Data hands them to actor pools that pull items as they finish
+(fast actors take more), each actor keeps its last models loaded, and the driver writes every
+returned block as an atomic Parquet part. On a cluster with GPUs a GPU pool and a CPU pool run side
+by side; items are split between them by an assumed speed ratio, and each pool balances its own
+actors dynamically. A GPU actor falls back to the CPU where CUDA is absent (a fake GPU slot in tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import ray
+import ray.data
+
+from abacus_ray.configuration import from_dict, to_dict
+from abacus_ray.evaluation.config import EvalConfig
+from abacus_ray.evaluation.grids import Cell, Grid
+from abacus_ray.evaluation.results import done_keys, key_of, rows_table, write_part
+from abacus_ray.evaluation.runner import cell_cost, check_capacity, settings_for, work_units
+from abacus_ray.training.checkpoint import META_FILE, read_checkpoint_config, read_json, resolve_checkpoint
+
+GPU_SPEEDUP = 20.0  # assumed items/s of a GPU actor relative to a CPU actor, for the static split
+
+
+@dataclass(frozen=True)
+class Source:
+    """A checkpoint to evaluate, with the ids that tie its rows to a sweep and a trial."""
+
+    checkpoint: str
+    run_id: str | None = None
+    trial_id: str | None = None
+
+
+@dataclass
+class GridEvalReport:
+    items: int = 0
+    cells: int = 0
+    skipped: int = 0
+    parts: list[str] = field(default_factory=list)
+    workers: dict[str, int] = field(default_factory=dict)  # "pool:host:pid" -> cells scored
+    seconds: float = 0.0
+
+
+def plan(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig, out_dir: Path,
+         ) -> tuple[list[dict[str, Any]], int, int]:
+    """Work items for the cells whose key is not in `out_dir` yet: (items, cells to do, cells skipped)."""
+    import torch
+
+    have = done_keys(out_dir) if out_dir.exists() else set()
+    items: list[dict[str, Any]] = []
+    todo_total = skipped = 0
+    for src in sources:
+        path = resolve_checkpoint(src.checkpoint)
+        cfg = read_checkpoint_config(path)
+        model_id = read_json(path / META_FILE)["model_id"]
+        cells: list[Cell] = list(dict.fromkeys(c for g in grids for c in g.cells(cfg.task.name)))
+        check_capacity(cfg, cells)
+        todo = []
+        for c in cells:
+            s = settings_for(cfg, eval_cfg, torch.device("cpu"), c.task)
+            key = key_of({"model_id": model_id, "task": c.task, "i": c.i, "j": c.j, "per_cell": s.per_cell,
+                          "eval_seed": s.eval_seed, "recurrences": s.recurrences, "require_eos": s.require_eos})
+            if key not in have:
+                todo.append(c)
+        skipped += len(cells) - len(todo)
+        todo_total += len(todo)
+        todo.sort(key=lambda c: (c.task, cell_cost(c, eval_cfg.per_cell)))
+        for unit in work_units(todo, eval_cfg.per_cell, 4 * 8192):
+            items.append({"checkpoint": str(path), "cells": json.dumps([list(c) for c in unit]),
+                          "run_id": src.run_id or "", "trial_id": src.trial_id or "",
+                          "cost": sum(cell_cost(c, eval_cfg.per_cell) for c in unit)})
+    return items, todo_total, skipped
+
+
+class CellEvaluator:
+    """A Ray Data actor: scores work items, keeping its most recent models loaded."""
+
+    KEEP_MODELS = 2
+
+    def __init__(self, pool: str, eval_cfg: dict[str, Any]):
+        import torch
+
+        self.pool = pool
+        self.device = torch.device("cuda" if pool == "gpu" and torch.cuda.is_available() else "cpu")
+        self.eval_cfg = from_dict(EvalConfig, eval_cfg)
+        self.models: OrderedDict[str, Any] = OrderedDict()
+        self.worker = f"{pool}:{socket.gethostname()}:{os.getpid()}"
+
+    def _load(self, path: str):
+        from abacus_ray.training.checkpoint import load_checkpoint
+
+        if path in self.models:
+            self.models.move_to_end(path)
+        else:
+            self.models[path] = load_checkpoint(path, map_location=self.device)
+            while len(self.models) > self.KEEP_MODELS:
+                self.models.popitem(last=False)
+        return self.models[path]
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        from abacus_ray.evaluation.runner import score_cells
+
+        rows: list[dict[str, Any]] = []
+        for item in batch.to_pylist():
+            ckpt = self._load(item["checkpoint"])
+            cells = [Cell(*c) for c in json.loads(item["cells"])]
+            out, _ = score_cells(ckpt, cells, self.eval_cfg, run_id=item["run_id"] or None,
+                                 trial_id=item["trial_id"] or None)
+            rows.extend(r | {"worker": self.worker} for r in out)
+        return rows_table(rows)
+
+
+def _pools(n_items: int, cpu_actors: int | None, gpu_actors: int | None) -> tuple[int, int]:
+    """(GPU actors, CPU actors) from the cluster's resources unless given; at least one actor overall."""
+    cpus, gpus = ray.cluster_resources().get("CPU", 1.0), ray.cluster_resources().get("GPU", 0.0)
+    g = int(gpus) if gpu_actors is None else gpu_actors
+    c = max(0, int(cpus) - g) if cpu_actors is None else cpu_actors
+    if g + c == 0:
+        c = 1
+    return min(g, n_items), min(c, max(n_items - min(g, n_items), 0) or (0 if g else n_items))
+
+
+def evaluate_on_ray(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig, out_dir: str | Path,
+                    *, cpu_actors: int | None = None, gpu_actors: int | None = None,
+                    progress: bool = True) -> GridEvalReport:
+    """Score every missing cell of `grids` for every source into `out_dir` (Parquet parts)."""
+    out_dir = Path(out_dir)
+    t0 = time.monotonic()
+    items, n_cells, skipped = plan(sources, grids, eval_cfg, out_dir)
+    report = GridEvalReport(items=len(items), cells=n_cells, skipped=skipped)
+    if not items:
+        report.seconds = time.monotonic() - t0
+        if progress:
+            print(f"grid eval: nothing to do ({skipped} cells already present)", file=sys.stderr)
+        return report
+    n_gpu, n_cpu = _pools(len(items), cpu_actors, gpu_actors)
+    # Static split by expected speed; inside each pool actors pull items dynamically.
+    share = n_gpu * GPU_SPEEDUP / (n_gpu * GPU_SPEEDUP + n_cpu) if n_gpu else 0.0
+    k = round(len(items) * share)
+    if n_gpu and n_cpu:
+        k = min(max(k, 1), len(items) - 1)
+    # Interleave so both pools get short and long cells.
+    order = sorted(range(len(items)), key=lambda t: (t * 7919) % len(items))
+    gpu_items = [items[t] for t in order[:k]]
+    cpu_items = [items[t] for t in order[k:]]
+    cfg_dict = to_dict(eval_cfg)
+    outputs = []
+    if gpu_items:
+        outputs.append(ray.data.from_items(gpu_items, override_num_blocks=len(gpu_items)).map_batches(
+            CellEvaluator, fn_constructor_args=("gpu", cfg_dict), batch_size=1, batch_format="pyarrow",
+            num_gpus=1, num_cpus=0, compute=ray.data.ActorPoolStrategy(size=n_gpu)))  # RAY: GPU pool
+    if cpu_items:
+        outputs.append(ray.data.from_items(cpu_items, override_num_blocks=len(cpu_items)).map_batches(
+            CellEvaluator, fn_constructor_args=("cpu", cfg_dict), batch_size=1, batch_format="pyarrow",
+            num_cpus=1, compute=ray.data.ActorPoolStrategy(size=max(n_cpu, 1))))  # RAY: CPU pool
+    ds = outputs[0] if len(outputs) == 1 else outputs[0].union(*outputs[1:])
+    done = 0
+    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):  # RAY: stream results back
+        if block.num_rows == 0:
+            continue
+        report.parts.append(str(write_part(out_dir, block)))
+        for w in block.column("worker").to_pylist():
+            report.workers[w] = report.workers.get(w, 0) + 1
+        done += block.num_rows
+        if progress:
+            el = time.monotonic() - t0
+            eta = el / done * (n_cells - done) if done else float("nan")
+            print(f"\rgrid eval: {done}/{n_cells} cells, {el:.0f}s elapsed, ETA {eta:.0f}s", end="",
+                  file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr)
+    report.seconds = time.monotonic() - t0
+    return report

@@ -1,0 +1,138 @@
+"""A paper figure as a sweep: a preset, fixed overrides, variants x axes x seeds, evaluation grids.
+
+A sweep file in `sweeps/` declares one `Sweep` and calls `main(SWEEP)`. Each expanded point is one
+Tune trial (a Ray Train `TorchTrainer`, see `trial.py`); after training, every final checkpoint is
+evaluated on the figure's grids through Ray Data (`grid_eval.py`), into `{storage}/{name}/results`.
+The `tiny` preset scales a figure down to CPU-minutes while keeping its axes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from abacus_ray.config import ExperimentConfig, preset
+
+
+@dataclass(frozen=True)
+class Scale:
+    """What one preset changes: overrides on top of the sweep's `base`, axis values, seeds, grids."""
+
+    overrides: dict[str, Any] = field(default_factory=dict)
+    axes: dict[str, list[Any]] | None = None
+    variants: list[dict[str, Any]] | None = None
+    seeds: int | None = None
+    grids: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    caption: str
+    base: dict[str, Any]  # overrides every trial shares (paper values)
+    axes: dict[str, list[Any]] = field(default_factory=dict)  # full cross product
+    variants: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # explicit alternatives (e.g. L x R)
+    seeds: int = 3
+    grids: tuple[str, ...] = ("paper-addition",)
+    tiny: Scale = field(default_factory=Scale)
+    paper: Scale = field(default_factory=Scale)
+
+    def scaled(self, preset_name: str) -> tuple[dict[str, Any], dict[str, list[Any]], list[dict[str, Any]], int,
+                                                 tuple[str, ...]]:
+        s = {"tiny": self.tiny, "paper": self.paper}.get(preset_name, Scale())
+        base = {**self.base, **s.overrides}
+        axes = s.axes if s.axes is not None else self.axes
+        variants = s.variants if s.variants is not None else self.variants
+        seeds = s.seeds if s.seeds is not None else self.seeds
+        grids = s.grids if s.grids is not None else self.grids
+        return base, axes, variants, seeds, grids
+
+    def trials(self, preset_name: str, *, seeds: int | None = None,
+               extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The overrides of every trial: variants x axes x seeds, each validated by building its config."""
+        base, axes, variants, n_seeds, _ = self.scaled(preset_name)
+        n_seeds = seeds if seeds is not None else n_seeds
+        if n_seeds < 1:
+            raise ValueError(f"--seeds: must be >= 1, got {n_seeds}")
+        keys = list(axes)
+        out = []
+        for variant in variants:
+            for values in itertools.product(*(axes[k] for k in keys)):
+                for seed in range(n_seeds):
+                    overrides = {**base, **variant, **dict(zip(keys, values, strict=True)), "seed": seed,
+                                 **(extra or {})}
+                    preset(preset_name, overrides)  # fail before any trial starts
+                    out.append(overrides)
+        return out
+
+    def grids_for(self, preset_name: str) -> tuple[str, ...]:
+        return self.scaled(preset_name)[4]
+
+
+def trial_name(overrides: dict[str, Any], swept: list[str]) -> str:
+    """A short readable trial name from the swept keys, e.g. `max_k=25_seed=0`."""
+    parts = [f"{k.rsplit('.', 1)[-1]}={overrides[k]}" for k in swept if k in overrides]
+    return "_".join(parts) or "base"
+
+
+def swept_keys(trials: list[dict[str, Any]]) -> list[str]:
+    """Keys whose value differs between trials (the figure's axes, seeds included)."""
+    keys: list[str] = []
+    for t in trials:
+        for k in t:
+            if k not in keys:
+                keys.append(k)
+    return [k for k in keys if len({repr(t.get(k)) for t in trials}) > 1]
+
+
+def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"sweeps/{sweep.name}.py", description=sweep.caption)
+    p.add_argument("--preset", choices=["tiny", "paper"], default="tiny",
+                   help="tiny: CPU-minutes per model on a laptop; paper: the paper's setting (GPU cluster)")
+    p.add_argument("--seeds", type=int, default=None, help="training seeds per configuration (default: the figure's)")
+    p.add_argument("--budget-hours", type=float, default=None,
+                   help="training budget per trial in device-hours (GPU-hours on GPUs)")
+    p.add_argument("--storage", default="results", help="root directory for trials, checkpoints and Parquet results")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray on 127.0.0.1)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra config override for every trial (repeatable), e.g. train.max_steps=100")
+    p.add_argument("--per-cell", type=int, default=None, help="problems per evaluation cell (default: the preset's)")
+    p.add_argument("--grid", dest="grids", action="append", default=None,
+                   help="evaluation grid name or spec (repeatable; default: the figure's grids)")
+    p.add_argument("--no-eval", action="store_true", help="train only")
+    p.add_argument("--no-dashboard", action="store_true", help="do not build the dashboards")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray (default: all)")
+    return p
+
+
+def main(sweep: Sweep, argv: list[str] | None = None) -> int:
+    """Parse the standard sweep flags, train every trial through Tune, evaluate, build dashboards."""
+    from abacus_ray.configuration import parse_set
+
+    args = build_parser(sweep).parse_args(argv)
+    try:
+        extra: dict[str, Any] = dict(parse_set(s) for s in args.overrides)
+        if args.budget_hours is not None:
+            extra["train.budget_hours"] = args.budget_hours
+        if args.per_cell is not None:
+            extra["eval.per_cell"] = args.per_cell
+        trials = sweep.trials(args.preset, seeds=args.seeds, extra=extra)
+        grids = tuple(args.grids) if args.grids else sweep.grids_for(args.preset)
+        from abacus_ray.cluster.driver import run_sweep
+
+        out = run_sweep(sweep.name, args.preset, trials, grids, storage=Path(args.storage), address=args.address,
+                        evaluate=not args.no_eval, dashboards=not args.no_dashboard, num_cpus=args.num_cpus)
+    except ValueError as e:
+        print(f"{sweep.name}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    print(f"{sweep.name}: results in {out}")
+    return 0
+
+
+def experiment(preset_name: str, overrides: dict[str, Any]) -> ExperimentConfig:
+    return preset(preset_name, overrides)

@@ -1,0 +1,86 @@
+"""One Tune trial = one Ray Train `TorchTrainer` whose workers run `abacus_ray.training.train`.
+
+Ray enters at three marked calls: the trainer's scaling/run config (`TorchTrainer(...)`), the
+checkpoint to resume from (`ray.train.get_checkpoint()`), and the report barrier
+(`ray.train.report(...)`) that the training loop's `report` callback drives. Everything else is the
+plain PyTorch loop. A restarted worker group (`FailureConfig`) resumes from the latest reported
+checkpoint; a restored Tune trial reuses its Train run name, so Train V2 finds that run's
+checkpoints in storage and resumes too.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import ray
+import ray.train
+import ray.train.torch
+import torch.distributed as dist
+from ray import tune
+from ray.train import Checkpoint, CheckpointConfig, FailureConfig, ScalingConfig
+from ray.train.torch import TorchTrainer
+from ray.tune.integration.ray_train import TuneReportCallback
+
+from abacus_ray.config import ExperimentConfig, preset
+
+MAX_FAILURES = 3  # worker-group restarts per trial before the trial errors
+REPORTED_KEYS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "tokens_per_s", "samples_per_s",
+                 "budget_fraction", "device_hours", "eta_s", "elapsed_s", "world_size", "final", "model_id", "mfu")
+
+
+def train_worker(loop_config: dict[str, Any]) -> None:
+    """Runs in every Ray Train worker: resume if Ray has a checkpoint, train, report through Ray."""
+    from abacus_ray.training.loop import train
+
+    cfg = ExperimentConfig.from_dict(loop_config["experiment"])
+    ctx = ray.train.get_context()
+    world = ctx.get_world_size()
+    device = ray.train.torch.get_device()
+    group = dist.group.WORLD if world > 1 and dist.is_initialized() else None
+    scratch = Path(tempfile.mkdtemp(prefix="abacus-trial-"))
+    resume = None
+    previous = ray.train.get_checkpoint()  # RAY: latest checkpoint of this run, after a restart or restore
+    if previous is not None:
+        resume = Path(previous.to_directory(str(scratch / "resume")))
+
+    def report(metrics: dict[str, Any]) -> None:
+        clean = {k: metrics[k] for k in REPORTED_KEYS if metrics.get(k) is not None}
+        path = metrics.get("checkpoint")
+        checkpoint = Checkpoint.from_directory(path) if path else None
+        name = Path(path).name if path else None
+        ray.train.report(clean, checkpoint=checkpoint, checkpoint_dir_name=name)  # RAY: barrier over workers
+
+    try:
+        train(cfg, device, process_group=group, report=report, checkpoint_dir=scratch / "checkpoints",
+              resume_from=resume)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def trial_config(preset_name: str, overrides: dict[str, Any], run_name: str) -> dict[str, Any]:
+    """The Tune `param_space` entry of one trial (plain values; resolved again inside the trial)."""
+    return {"preset": preset_name, "overrides": overrides, "run_name": run_name}
+
+
+def run_trial(config: dict[str, Any], storage: str) -> None:
+    """The Tune function trainable (bind `storage` with `tune.with_parameters`): fits one `TorchTrainer`."""
+    config = config["trial"]
+    cfg = preset(config["preset"], config["overrides"]).replace(name=config["run_name"])
+    cl = cfg.cluster
+    per_worker = {"CPU": cl.cpus_per_worker} | ({"GPU": cl.gpus_per_worker} if cl.use_gpu else {})
+    trainer = TorchTrainer(  # RAY: one Train run per trial; DDP over `workers` (gloo on CPU, nccl on GPU)
+        train_worker,
+        train_loop_config={"experiment": cfg.to_dict()},
+        scaling_config=ScalingConfig(num_workers=cl.workers, use_gpu=cl.use_gpu, resources_per_worker=per_worker),
+        run_config=ray.train.RunConfig(
+            name=f"train-{tune.get_context().get_trial_id()}",  # stable across Tuner.restore
+            storage_path=storage,
+            checkpoint_config=CheckpointConfig(num_to_keep=2),
+            failure_config=FailureConfig(max_failures=MAX_FAILURES),
+            callbacks=[TuneReportCallback()],
+        ),
+    )
+    trainer.fit()

@@ -1,0 +1,258 @@
+"""The results dataset: a versioned Parquet schema, atomic part files, idempotent re-evaluation.
+
+Layout of a results directory:
+
+    RESULTS/part-<uuid>.parquet           one row per (model, task, cell, eval settings)   (`CELL_SCHEMA`)
+    RESULTS/samples/part-<uuid>.parquet   optional per-problem rows (`SAMPLE_SCHEMA`)
+
+Every flush writes a new part: a temporary file in the same directory, then `os.replace`, so a reader
+(or a run killed mid-write) never sees half a file; readers only read `part-*.parquet`. Parts are never
+rewritten, which lets many evaluators (Ray Data actors) write into one directory at once.
+
+The key of a cell row is `KEY`: (model_id, task, i, j, per_cell, eval_seed, recurrences, require_eos).
+A rerun skips cells whose key is present. The engine (teacher / kv / naive) and the precision are *not*
+in the key: the engines agree problem by problem (the equivalence tests), so a cell scored once is done.
+`require_eos` is (it changes the sorting metric); `recurrences` is the resolved test-time depth.
+
+Column names: the core columns below, plus one column per flattened `ExperimentConfig` field of the
+evaluated checkpoint (`model.positions`, `model.max_k`, `task.train_max_len`, `seed`, ...), except the
+`eval.*` section, which described how the model was *meant* to be evaluated; the row's own columns say
+how it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import types
+import typing
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from abacus_ray.configuration import flatten
+
+SCHEMA_VERSION = 1
+SAMPLES_DIR = "samples"
+PART_GLOB = "part-*.parquet"
+
+KEY = ("model_id", "task", "i", "j", "per_cell", "eval_seed", "recurrences", "require_eos")
+
+_CORE_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("schema_version", pa.int32()),
+    ("model_id", pa.string()),
+    ("run_id", pa.string()),  # optional: training run / sweep name
+    ("trial_id", pa.string()),  # optional: Ray Tune trial id
+    ("checkpoint", pa.string()),  # where the weights were read (informational)
+    ("task", pa.string()),
+    ("i", pa.int64()),
+    ("j", pa.int64()),
+    ("region", pa.string()),
+    ("n_train", pa.int64()),
+    ("n", pa.int64()),  # problems scored (bitwise OR cells hold min(i, j))
+    ("n_correct", pa.int64()),
+    ("accuracy", pa.float64()),  # n_correct / n, a fraction in [0, 1]
+    ("n_first_correct", pa.int64()),  # first answer token right: sorting's "min. elem. only" (Table 2)
+    ("per_cell", pa.int64()),  # problems requested per cell
+    ("eval_seed", pa.int64()),
+    ("engine", pa.string()),
+    ("recurrences", pa.int64()),
+    ("require_eos", pa.bool_()),
+    ("precision", pa.string()),
+    ("seconds", pa.float64()),
+    ("device", pa.string()),
+    ("evaluated_at", pa.string()),  # ISO-8601 UTC
+]
+CORE_COLUMNS = tuple(name for name, _ in _CORE_FIELDS)
+
+SAMPLE_SCHEMA = pa.schema([
+    ("schema_version", pa.int32()),
+    ("model_id", pa.string()),
+    ("task", pa.string()),
+    ("i", pa.int64()),
+    ("j", pa.int64()),
+    ("per_cell", pa.int64()),
+    ("eval_seed", pa.int64()),
+    ("recurrences", pa.int64()),
+    ("require_eos", pa.bool_()),
+    ("index", pa.int64()),  # problem number within the cell
+    ("prompt", pa.string()),  # model text format: reversed operands, ends with '='
+    ("target", pa.string()),  # reversed answer, no EOS
+    ("prediction", pa.string()),  # greedy output up to (excluding) EOS
+    ("stopped", pa.bool_()),  # the decoder emitted EOS within its token limit
+    ("correct", pa.bool_()),
+    ("first_wrong", pa.int64()),  # answer position of the first wrong token (len(target) = EOS); -1 if correct
+    ("first_correct", pa.bool_()),
+    ("engine", pa.string()),
+])
+
+
+def _arrow_type(tp: Any) -> pa.DataType:
+    """Arrow type of a config field annotation (optional fields are nullable anyway)."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        tp = args[0]
+    if tp is bool:
+        return pa.bool_()
+    if tp is int:
+        return pa.int64()
+    if tp is float:
+        return pa.float64()
+    return pa.string()  # str, and tuples stored as JSON text
+
+
+def _config_fields(cls: type, prefix: str = "") -> list[tuple[str, pa.DataType]]:
+    out = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        tp = typing.get_type_hints(cls)[f.name]
+        key = f"{prefix}{f.name}"
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            if key == "eval":
+                continue
+            out.extend(_config_fields(tp, key + "."))
+        else:
+            out.append((key, _arrow_type(tp)))
+    return out
+
+
+def cell_schema() -> pa.Schema:
+    """Core columns + one column per flattened `ExperimentConfig` field (today's config)."""
+    from abacus_ray.config import ExperimentConfig
+
+    cfg_fields = [(k, t) for k, t in _config_fields(ExperimentConfig) if k not in CORE_COLUMNS]
+    return pa.schema(_CORE_FIELDS + cfg_fields)
+
+
+def config_columns(cfg) -> dict[str, Any]:
+    """Flattened config values of an `ExperimentConfig` (or its dict), `eval.*` left out."""
+    d = cfg if isinstance(cfg, dict) else cfg.to_dict()
+    out = {}
+    for k, v in flatten(d).items():
+        if k.startswith("eval.") or k in CORE_COLUMNS:
+            continue
+        out[k] = json.dumps(v) if isinstance(v, (list, tuple)) else v
+    return out
+
+
+# --- writing ---------------------------------------------------------------------------------------
+
+def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Rows -> table with `schema`; columns the schema lacks (a newer config) are appended as inferred."""
+    extra = sorted({k for r in rows for k in r} - set(schema.names))
+    cols = {name: [r.get(name) for r in rows] for name in schema.names}
+    arrays = [pa.array(cols[f.name], type=f.type) for f in schema]
+    fields = list(schema)
+    for name in extra:
+        arr = pa.array([r.get(name) for r in rows])
+        arrays.append(arr)
+        fields.append(pa.field(name, arr.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def write_part(directory: str | Path, table: pa.Table) -> Path:
+    """Write `table` as a new `part-<uuid>.parquet` atomically (temp file + fsync + rename)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"part-{uuid.uuid4().hex}.parquet"
+    tmp = directory / f".tmp-{name}"
+    try:
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, directory / name)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return directory / name
+
+
+def write_cells(directory: str | Path, rows: Sequence[dict[str, Any]]) -> Path | None:
+    """Flush cell rows as one part (nothing written for no rows)."""
+    if not rows:
+        return None
+    return write_part(directory, _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], cell_schema()))
+
+
+def write_samples(directory: str | Path, rows: Sequence[dict[str, Any]]) -> Path | None:
+    if not rows:
+        return None
+    table = _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], SAMPLE_SCHEMA)
+    return write_part(Path(directory) / SAMPLES_DIR, table)
+
+
+# --- reading ---------------------------------------------------------------------------------------
+
+def part_files(directory: str | Path) -> list[Path]:
+    return sorted(Path(directory).glob(PART_GLOB))
+
+
+def _check_dir(directory: str | Path) -> list[Path]:
+    directory = Path(directory)
+    if not directory.exists():
+        raise FileNotFoundError(f"{directory}: no such results directory")
+    if not directory.is_dir():
+        raise NotADirectoryError(f"{directory}: is not a directory")
+    return part_files(directory)
+
+
+def _read_parts(files: Iterable[Path], columns: Sequence[str] | None, where: str) -> pa.Table:
+    tables = []
+    for f in files:
+        schema = pq.read_schema(f)
+        if "schema_version" not in schema.names:
+            raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no schema_version column)")
+        cols = None if columns is None else [c for c in columns if c in schema.names]
+        t = pq.read_table(f, columns=cols)
+        if columns is None or "schema_version" in columns:
+            versions = set(t.column("schema_version").to_pylist())
+            if any(v is None or v > SCHEMA_VERSION for v in versions):
+                raise ValueError(f"{where}: {f.name} has schema_version {sorted(map(str, versions))}; this "
+                                 f"abacus-ray reads <= {SCHEMA_VERSION}")
+        tables.append(t)
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def read_cells_table(directory: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """All cell rows of a results directory (raises naming the directory if it holds none)."""
+    files = _check_dir(directory)
+    if not files:
+        raise ValueError(f"{directory}: holds no abacus-ray results ({PART_GLOB} files); run `abacus-ray eval "
+                         f"CHECKPOINT --out {directory}` first")
+    return _read_parts(files, columns, str(directory))
+
+
+def read_cells(directory: str | Path, columns: Sequence[str] | None = None):
+    """All cell rows as a pandas DataFrame."""
+    return read_cells_table(directory, columns).to_pandas()
+
+
+def read_samples(directory: str | Path):
+    """All per-problem rows as a pandas DataFrame (empty if none were written)."""
+    files = part_files(Path(directory) / SAMPLES_DIR)
+    if not files:
+        return SAMPLE_SCHEMA.empty_table().to_pandas()
+    return _read_parts(files, None, str(Path(directory) / SAMPLES_DIR)).to_pandas()
+
+
+def done_keys(directory: str | Path) -> set[tuple]:
+    """Keys (`KEY`) of every cell already in the directory; empty if it does not exist yet."""
+    directory = Path(directory)
+    if not directory.exists():
+        return set()
+    files = part_files(directory)
+    if not files:
+        return set()
+    t = _read_parts(files, list(KEY) + ["schema_version"], str(directory))
+    cols = [t.column(k).to_pylist() for k in KEY]
+    return set(zip(*cols, strict=True))
+
+
+def key_of(row: dict[str, Any]) -> tuple:
+    return tuple(row[k] for k in KEY)

@@ -1,0 +1,90 @@
+"""Token-level position signals added to the embedding: Abacus and learned absolute (spec §4.3-4.4).
+
+The Abacus embedding numbers every maximal run of digit tokens 1, 2, 3, ... and gives every other
+token position 0 (one learned row shared by operators, `=`, EOS, PAD, letters). Because additions are
+written least-significant digit first, digit t of every operand and of the answer share position t,
+which is what lets the model line up columns. In training one random offset k ~ U{0..max_k} is added
+to every nonzero position of the micro-batch, so the rows for long numbers are trained on short ones.
+
+Lookups past the end of a table are caught here, on the host, with a `ValueError` naming
+`model.abacus_table`, so a too-long evaluation problem never becomes a CUDA device-side assert.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from abacus_ray.tasks.tokenizer import FIRST_DIGIT_ID, LAST_DIGIT_ID
+
+
+def digit_mask(input_ids: Tensor) -> Tensor:
+    """True where a token is one of the digits '0'..'9' (ids 4..13 in every vocabulary)."""
+    return (input_ids >= FIRST_DIGIT_ID) & (input_ids <= LAST_DIGIT_ID)
+
+
+def abacus_positions(input_ids: Tensor, run_start: Tensor | None = None) -> Tensor:
+    """Abacus ids without offset: digit runs numbered 1.., every non-digit 0.
+
+    `run_start` ([B], optional) is the length of a digit run that ended the tokens *before*
+    `input_ids` (incremental decoding): a run continuing across the boundary keeps counting.
+    Example: `98282+3859172=2787472[EOS]` -> 1 2 3 4 5 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0.
+    """
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids: expected a [batch, seq] tensor, got shape {tuple(input_ids.shape)}")
+    digits = digit_mask(input_ids)
+    idx = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+    # index of the last non-digit at or before t (-1 if the row has none so far)
+    last_break = torch.where(digits, torch.full_like(idx, -1), idx).cummax(dim=-1).values
+    pos = idx - last_break
+    if run_start is not None:
+        pos = pos + torch.where(last_break < 0, run_start.to(pos.dtype)[:, None], torch.zeros_like(pos))
+    return torch.where(digits, pos, torch.zeros_like(pos))
+
+
+def shift_abacus(positions: Tensor, offset: int) -> Tensor:
+    """Add the training offset k to every digit position; non-digits stay on row 0."""
+    if offset == 0:
+        return positions
+    return torch.where(positions > 0, positions + offset, positions)
+
+
+def draw_abacus_offset(max_k: int) -> int:
+    """One k ~ U{0..max_k} (both ends inclusive) for the whole forward call, from the global torch RNG."""
+    return int(torch.randint(0, max_k + 1, ()).item())
+
+
+def table_error(what: str, needed_rows: int, rows: int, detail: str) -> ValueError:
+    """The one error for any position past a table: names the config key and how to raise it."""
+    return ValueError(
+        f"model.abacus_table: {what} needs {needed_rows} rows but the table has {rows} ({detail}); "
+        f"raise it, e.g. --set model.abacus_table={needed_rows}"
+    )
+
+
+class AbacusEmbedding(nn.Module):
+    """Learned table of `rows` Abacus positions; row 0 is the shared non-digit vector."""
+
+    def __init__(self, rows: int, hidden: int) -> None:
+        super().__init__()
+        self.rows = rows
+        self.table = nn.Embedding(rows, hidden)
+
+    def forward(self, shifted_positions: Tensor) -> Tensor:
+        return self.table(shifted_positions)
+
+
+class LearnedPositions(nn.Module):
+    """Absolute learned positions 0..S-1 (the official yaml default; no paper run uses it)."""
+
+    def __init__(self, rows: int, hidden: int) -> None:
+        super().__init__()
+        self.rows = rows
+        self.table = nn.Embedding(rows, hidden)
+
+    def forward(self, start: int, length: int, device: torch.device) -> Tensor:
+        """[length, hidden] rows for token indices start..start+length-1."""
+        if start + length > self.rows:
+            raise table_error(f"learned position {start + length - 1}", start + length, self.rows,
+                              f"sequence of {start + length} tokens")
+        return self.table(torch.arange(start, start + length, device=device))

@@ -1,0 +1,168 @@
+"""Addition, subtraction, multiplication and the +/- mix (spec §2.1, §3.1): the exact reference path.
+
+A row of a cell (i, j) reads its random words in this fixed layout, which the training stream's
+vectorised fast path (`digit_arithmetic`) shares, so both paths yield the same problems:
+
+    words[0 : i]        digits of A, least significant first; word i-1 gives the leading digit 1..9
+    words[i : i+j]      digits of B, likewise
+    words[i+j]          the operator of an "addsub" problem (coin: '+' or '-')
+    words[i+j+1]        the index-hint start symbol
+    words[i+j+2 : ...]  one uniform per character of the finished line (random padding), if pad_p > 0
+
+Operands are uniform over exactly-i-digit and exactly-j-digit integers (never 0, no leading zero; a
+reversed operand may start with 0: 120 -> "021"). Answers are Python ints, exact at any length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abacus_ray.tasks.formats import (
+    Problem,
+    digit_count,
+    hint_starts,
+    hinted_problem,
+    random_padding,
+)
+from abacus_ray.tasks.randomness import bounded, digits, leading_digits, unit
+from abacus_ray.tasks.tokenizer import HINT_SYMBOLS
+
+ARITHMETIC_TASKS = ("add", "sub", "mul", "addsub")
+OPERATORS = {"add": "+", "sub": "-", "mul": "x"}
+FIXED_WORDS = 2  # operator coin + hint start, after the operand digits
+_CHUNK = 1000  # decimal digits per int<->str step: stays under Python's 4300-digit conversion limit
+
+
+def max_answer_length(task: str, i: int, j: int) -> int:
+    """Longest answer text of cell (i, j), a '-' sign included."""
+    return i + j if task == "mul" else max(i, j) + 1
+
+
+def max_hints(task: str, i: int, j: int) -> int:
+    """Most hint symbols one problem of cell (i, j) can need: its longest digit run count."""
+    return max(i, j) if task == "sub" else max(i, j) + 1
+
+
+def max_line_length(task: str, i: int, j: int, index_hints: str = "none") -> int:
+    """Longest prompt + answer text of cell (i, j), which bounds the random-padding draws."""
+    answer = max_answer_length(task, i, j)
+    line = i + 1 + j + 1 + answer
+    if index_hints != "none":
+        line += i + j + answer  # one hint per digit (a '-' takes none, so this is an upper bound)
+    return line
+
+
+def words_needed(task: str, i: int, j: int, index_hints: str = "none", pad_p: float = 0.0) -> int:
+    pad_words = max_line_length(task, i, j, index_hints) if pad_p > 0 else 0
+    return i + j + FIXED_WORDS + pad_words
+
+
+def check_hints(task: str, i: int, j: int, index_hints: str) -> None:
+    """Fail before drawing anything when a non-cyclic hint sequence could run past the symbol list."""
+    if index_hints == "none":
+        return
+    if task not in ("add", "sub", "addsub"):
+        raise ValueError(f"index_hints: apply to add, sub and addsub only, not task {task!r}")
+    try:
+        hint_starts(max_hints(task, i, j), index_hints)
+    except ValueError as e:
+        culprit = "i" if i >= j else "j"
+        raise ValueError(f"{culprit}: {i}+{j}-digit {task} problems are too long for {e}") from None
+
+
+def operand_digits(words: np.ndarray, lengths, offsets, width: int) -> np.ndarray:
+    """Digit matrix [rows, width] (int64, least significant first) of exactly-`lengths`-digit operands.
+
+    Row r's digit t comes from words[r, offsets[r] + t]; the digit at t = lengths[r] - 1 is drawn from
+    1..9 and digits at t >= lengths[r] are 0. `lengths`/`offsets` are scalars or per-row arrays.
+    """
+    rows = words.shape[0]
+    lengths = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (rows,))[:, None]
+    offsets = np.broadcast_to(np.asarray(offsets, dtype=np.int64), (rows,))[:, None]
+    t = np.arange(width)
+    idx = np.minimum(offsets + t, words.shape[1] - 1)
+    w = np.take_along_axis(words, idx, axis=1)
+    d = np.where(t == lengths - 1, leading_digits(w), digits(w))
+    return np.where(t < lengths, d, 0)
+
+
+def operators(task: str, words: np.ndarray) -> np.ndarray:
+    """The operator character per row: fixed, or a fair coin between '+' and '-' for "addsub"."""
+    if task == "addsub":
+        return np.where(bounded(words, 2) == 1, "-", "+")
+    return np.full(words.shape[0], OPERATORS[task])
+
+
+def int_from_text(text: str) -> int:
+    """`int(text)` for any number of digits (chunked past Python's conversion limit)."""
+    if len(text) <= _CHUNK:
+        return int(text)
+    value = 0
+    for k in range(0, len(text), _CHUNK):
+        piece = text[k : k + _CHUNK]
+        value = value * 10 ** len(piece) + int(piece)
+    return value
+
+
+def text_from_int(value: int) -> str:
+    """`str(value)` for any non-negative int (chunked past Python's conversion limit)."""
+    base = 10**_CHUNK
+    if value < base:
+        return str(value)
+    pieces = []
+    while value >= base:
+        value, low = divmod(value, base)
+        pieces.append(str(low).zfill(_CHUNK))
+    pieces.append(str(value))
+    return "".join(reversed(pieces))
+
+
+def reversed_answer(value: int) -> str:
+    """The answer in model format: digits reversed, so a minus sign moves to the end ("-811" -> "118-")."""
+    text = text_from_int(abs(value))[::-1]
+    return text + "-" if value < 0 else text
+
+
+def _row_texts(digit_matrix: np.ndarray, lengths: np.ndarray) -> list[str]:
+    """Row r's first lengths[r] digits as a string, in matrix (reversed-number) order."""
+    width = digit_matrix.shape[1]
+    flat = (digit_matrix + ord("0")).astype(np.uint8).tobytes().decode("ascii")
+    return [flat[k : k + n] for k, n in zip(range(0, len(flat), width), lengths.tolist())]
+
+
+def arithmetic_problems(task: str, i, j, words: np.ndarray, *, index_hints: str = "none",
+                        pad_p: float = 0.0, hint_start: int | None = None) -> list[Problem]:
+    """One problem per row of `words` (layout in the module docstring); answers via Python ints.
+
+    `i`, `j` are the operand lengths: ints for one cell, or per-row arrays (the training stream).
+    """
+    rows = words.shape[0]
+    i = np.broadcast_to(np.asarray(i, dtype=np.int64), (rows,))
+    j = np.broadcast_to(np.asarray(j, dtype=np.int64), (rows,))
+    check_hints(task, int(i.max()), int(j.max()), index_hints)
+    a_texts = _row_texts(operand_digits(words, i, 0, int(i.max())), i)
+    b_texts = _row_texts(operand_digits(words, j, i, int(j.max())), j)
+    r_all = np.arange(rows)
+    ops = operators(task, words[r_all, i + j]).tolist()
+    hint_words = words[r_all, i + j + 1]
+    pad_from = (i + j + FIXED_WORDS).tolist()
+    uniforms = unit(words) if pad_p > 0 else None
+    out = []
+    for r, (a, b, op) in enumerate(zip(a_texts, b_texts, ops)):
+        x, y = int_from_text(a[::-1]), int_from_text(b[::-1])
+        value = x + y if op == "+" else x - y if op == "-" else x * y
+        answer = reversed_answer(value)
+        if index_hints == "none":
+            problem = Problem(f"{a}{op}{b}=", answer)
+        else:
+            needed = max(len(a), len(b), digit_count(answer))
+            start = hint_start
+            if start is None:
+                start = int(bounded(hint_words[r], hint_starts(needed, index_hints)))
+            elif index_hints == "noncyclic" and start + needed > len(HINT_SYMBOLS):
+                raise ValueError(f"hint_start: {start} + {needed} hints would wrap around the symbol list")
+            problem = hinted_problem(a, op, b, answer, start)
+        if uniforms is not None:
+            problem = random_padding(problem, uniforms[r, pad_from[r] :], pad_p)
+        out.append(problem)
+    return out

@@ -1,0 +1,106 @@
+"""`generate`: the problems of one (i, j) cell, a pure function of (task, i, j, count, seed, variant).
+
+Tasks (paper-spec §2): "add", "sub", "mul" and "addsub" (each problem '+' or '-' with probability
+1/2) take operands of exactly i and j digits; "sort" reads i as the max number of digits and j as
+the array length; "or" takes vector lengths i and j and has exactly min(i, j) distinct problems, all
+of which are returned (in one-hot order) when count >= min(i, j).
+
+The per-task modules (`arithmetic`, `sorting`, `bitwise`) turn a matrix of random words into
+problems; this module validates arguments, keys the words on a stable hash of the cell, and
+dispatches. The training stream reuses `problems_from_words` on its own words.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abacus_ray.tasks import arithmetic, bitwise, sorting
+from abacus_ray.tasks.config import TASKS
+from abacus_ray.tasks.formats import HINT_MODES, Problem
+from abacus_ray.tasks.randomness import row_width, row_words, stable_key
+from abacus_ray.tasks.tokenizer import HINT_SYMBOLS
+
+__all__ = ["Problem", "TASKS", "generate", "cell_problems", "problems_from_words", "words_needed",
+           "check_int"]
+
+
+def check_int(name: str, value: object, minimum: int | None = None) -> int:
+    """`value` as an int, or a ValueError naming `name` (bools and floats are refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}: must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name}: must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_variant(task: str, i: int, j: int, index_hints: str, pad_p: float,
+                  hint_start: int | None) -> None:
+    """Validate the format variant of a cell before any word is drawn."""
+    if index_hints not in HINT_MODES:
+        raise ValueError(f"index_hints: {index_hints!r} is not one of {', '.join(HINT_MODES)}")
+    if isinstance(pad_p, bool) or not isinstance(pad_p, (int, float)) or not 0.0 <= pad_p < 1.0:
+        raise ValueError(f"pad_p: must be a number in [0, 1), got {pad_p!r}")
+    if hint_start is not None:
+        check_int("hint_start", hint_start, 0)
+        if hint_start >= len(HINT_SYMBOLS):
+            raise ValueError(f"hint_start: must be < {len(HINT_SYMBOLS)}, got {hint_start}")
+    if task in arithmetic.ARITHMETIC_TASKS:
+        arithmetic.check_hints(task, i, j, index_hints)
+    elif index_hints != "none":
+        raise ValueError(f"index_hints: apply to add, sub and addsub only, not task {task!r}")
+    if task == "sort":
+        sorting.check_sort_cell(i, j)
+
+
+def words_needed(task: str, i: int, j: int, index_hints: str = "none", pad_p: float = 0.0) -> int:
+    """Random words one problem of cell (i, j) reads; monotone in i and j."""
+    if task == "sort":
+        return sorting.words_needed(i, j, pad_p)
+    if task == "or":
+        return bitwise.words_needed(i, j, pad_p)
+    return arithmetic.words_needed(task, i, j, index_hints, pad_p)
+
+
+def problems_from_words(task: str, i: int, j: int, words: np.ndarray, *, index_hints: str = "none",
+                        pad_p: float = 0.0, hint_start: int | None = None,
+                        exhaustive: bool = False) -> list[Problem]:
+    """One problem per row of `words` (uint64 [rows, >= words_needed]); arguments already validated."""
+    if task == "sort":
+        return sorting.sort_problems(i, j, words, pad_p=pad_p)
+    if task == "or":
+        return bitwise.or_problems(i, j, words, exhaustive=exhaustive, pad_p=pad_p)
+    return arithmetic.arithmetic_problems(task, i, j, words, index_hints=index_hints, pad_p=pad_p,
+                                          hint_start=hint_start)
+
+
+def cell_problems(domain: str, task: str, i: int, j: int, count: int, seed: int, *,
+                  index_hints: str = "none", pad_p: float = 0.0,
+                  hint_start: int | None = None) -> list[Problem]:
+    """Validated problems of cell (i, j) drawn from the word stream keyed on (domain, task, i, j, seed).
+
+    `count` is not in the key, so a smaller count yields a prefix of a larger one (except the
+    exhaustive bitwise-OR case). The variant is not in the key either: a padded or hinted cell has
+    the same operands as the plain one.
+    """
+    if task not in TASKS:
+        raise ValueError(f"task: {task!r} is not one of {', '.join(TASKS)}")
+    i, j = check_int("i", i, 1), check_int("j", j, 1)
+    count, seed = check_int("count", count, 1), check_int("seed", seed)
+    check_variant(task, i, j, index_hints, pad_p, hint_start)
+    exhaustive = task == "or" and count >= min(i, j)
+    rows = min(i, j) if exhaustive else count
+    width = row_width(words_needed(task, i, j, index_hints, pad_p))
+    words = row_words(stable_key(domain, task, i, j, seed), 0, rows, width)
+    return problems_from_words(task, i, j, words, index_hints=index_hints, pad_p=pad_p,
+                               hint_start=hint_start, exhaustive=exhaustive)
+
+
+def generate(task: str, i: int, j: int, count: int, seed: int, *, index_hints: str = "none",
+             pad_p: float = 0.0, hint_start: int | None = None) -> list[Problem]:
+    """`count` problems of cell (i, j) in model format; deterministic in all arguments.
+
+    index_hints: "none" | "cyclic" | "noncyclic" (add/sub/addsub only); `hint_start` fixes the first
+    hint symbol instead of drawing it. pad_p: random-padding probability in [0, 1).
+    """
+    return cell_problems("generate", task, i, j, count, seed, index_hints=index_hints, pad_p=pad_p,
+                         hint_start=hint_start)

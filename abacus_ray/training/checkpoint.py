@@ -1,0 +1,241 @@
+"""Checkpoints: an atomic directory of weights, config, training state and identity.
+
+Layout of one checkpoint directory:
+* `model.pt`        the model's state_dict (CPU tensors), loadable with `torch.load(weights_only=True)`;
+* `config.json`     the full resolved `ExperimentConfig` (enough to rebuild the model);
+* `train_state.pt`  optimiser / grad-scaler state, counters (step, samples, data index, budget spent)
+                    and RNG states, all as tensors, numbers and lists so it is weights-only loadable;
+* `meta.json`       `model_id` (sha256 of the weights' content) plus the scalar counters, for people
+                    and for the results tables.
+
+A training run writes numbered checkpoints `step-000001234/` into its checkpoint root and keeps the
+newest few; `latest_checkpoint(root)` is the highest complete one. Writes go to a temporary sibling
+directory that is renamed into place, so a reader never sees a half-written checkpoint. Loading
+always uses `weights_only=True`: a checkpoint can never run code, and a truncated, garbage or
+wrong-shape file is a `ValueError` naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from abacus_ray.config import ExperimentConfig
+
+FORMAT_VERSION = 1
+MODEL_FILE, CONFIG_FILE, STATE_FILE, META_FILE = "model.pt", "config.json", "train_state.pt", "meta.json"
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain model inside DDP (`.module`) and `torch.compile` (`._orig_mod`) wrappers."""
+    while True:
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module):
+            model = model._orig_mod
+        else:
+            return model
+
+
+def cpu_weights(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The unwrapped model's state_dict as detached, contiguous CPU tensors."""
+    return {k: v.detach().to("cpu").contiguous() for k, v in unwrap(model).state_dict().items()}
+
+
+def content_hash(weights: dict[str, torch.Tensor]) -> str:
+    """sha256 over (name, dtype, shape, bytes) of every tensor in name order: the model's identity."""
+    digest = hashlib.sha256()
+    for name in sorted(weights):
+        t = weights[name].detach().to("cpu").contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def model_id_of(model: nn.Module) -> str:
+    return content_hash(cpu_weights(model))
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:09d}"
+
+
+def list_checkpoints(root: str | Path) -> list[Path]:
+    """Complete numbered checkpoints under `root`, oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for child in root.iterdir():
+        m = _STEP_DIR.match(child.name)
+        if m and (child / META_FILE).is_file():
+            found.append((int(m.group(1)), child))
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    found = list_checkpoints(root)
+    return found[-1] if found else None
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """`path` itself if it is a checkpoint, else the latest checkpoint under it."""
+    path = Path(path)
+    if (path / META_FILE).is_file():
+        return path
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such checkpoint directory")
+    latest = latest_checkpoint(path)
+    if latest is None:
+        raise ValueError(f"{path}: not a checkpoint directory and holds no step-* checkpoints")
+    return latest
+
+
+def _write_atomically(target: Path, write) -> None:
+    """Run `write(tmp_dir)` then move the finished directory to `target` (replacing an old one)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".tmp-{target.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        write(tmp)
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        if target.exists():
+            trash = target.parent / f".old-{target.name}-{uuid.uuid4().hex[:8]}"
+            os.rename(target, trash)
+            os.rename(tmp, target)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _json_scalars(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if isinstance(v, (int, float, str, bool)) or v is None}
+
+
+def save_checkpoint(directory: str | Path, model: nn.Module, cfg: ExperimentConfig, state: dict) -> str:
+    """Write a checkpoint directory atomically; returns the model id (sha256 of the weights).
+
+    `state` is the training state (optimiser, counters, RNG states); it must be weights-only
+    loadable (tensors, numbers, strings, lists, tuples, dicts). Its scalar entries are copied to
+    meta.json.
+    """
+    directory = Path(directory)
+    weights = cpu_weights(model)
+    model_id = content_hash(weights)
+    meta = {"format_version": FORMAT_VERSION, "model_id": model_id, "name": cfg.name,
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
+            "num_params": sum(t.numel() for t in unwrap(model).parameters())} | _json_scalars(state)
+
+    def write(tmp: Path) -> None:
+        torch.save(weights, tmp / MODEL_FILE)
+        torch.save(state, tmp / STATE_FILE)
+        (tmp / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2, sort_keys=True))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+
+    _write_atomically(directory, write)
+    return model_id
+
+
+def prune_checkpoints(root: str | Path, keep: int) -> None:
+    """Delete all but the newest `keep` numbered checkpoints under `root`."""
+    for old in list_checkpoints(root)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
+    """`torch.load(path, weights_only=True)`, with any failure turned into a ValueError naming `path`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing checkpoint file")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated zip, garbage bytes, or a pickle that is not weights-only
+        first = " ".join(str(e).split())[:300]
+        raise ValueError(f"{path}: not a readable weights-only torch file ({type(e).__name__}: {first})") from None
+
+
+def read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing checkpoint file")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return data
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model in eval mode, its config, identity and (lazily) training state."""
+
+    path: Path
+    model: nn.Module
+    config: ExperimentConfig
+    model_id: str
+    meta: dict
+    map_location: Any = "cpu"
+    _state: dict | None = field(default=None, repr=False)
+
+    @property
+    def state(self) -> dict:
+        """The training state (optimiser, counters, RNG); loaded on first access."""
+        if self._state is None:
+            self._state = load_weights_file(self.path / STATE_FILE, "cpu")
+            if not isinstance(self._state, dict):
+                raise ValueError(f"{self.path / STATE_FILE}: expected a dict of training state")
+        return self._state
+
+
+def load_checkpoint(directory: str | Path, map_location: Any = "cpu") -> Checkpoint:
+    """Rebuild the model of a checkpoint (or of the latest checkpoint under `directory`).
+
+    The weights' hash must equal meta.json's `model_id`, so silent corruption is caught.
+    """
+    from abacus_ray.model.transformer import ArithmeticTransformer
+
+    path = resolve_checkpoint(directory)
+    config_path = path / CONFIG_FILE
+    try:
+        cfg = ExperimentConfig.from_dict(read_json(config_path))
+    except ValueError as e:
+        raise ValueError(f"{config_path}: invalid config ({e})") from None
+    meta = read_json(path / META_FILE)
+    weights = load_weights_file(path / MODEL_FILE, "cpu")
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise ValueError(f"{path / MODEL_FILE}: expected a state_dict of tensors")
+    model = ArithmeticTransformer(cfg.model, cfg.vocab_size)
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        first = " ".join(str(e).split())[:300]
+        raise ValueError(f"{path / MODEL_FILE}: weights do not fit the configured model ({first})") from None
+    model_id = content_hash(weights)
+    if meta.get("model_id") not in (None, model_id):
+        raise ValueError(f"{path / MODEL_FILE}: content hash {model_id[:12]} does not match meta.json's "
+                         f"model_id {str(meta['model_id'])[:12]} (corrupted or replaced weights)")
+    model.to(map_location).eval()
+    return Checkpoint(path, model, cfg, model_id, meta, map_location)

@@ -1,0 +1,67 @@
+"""Data-parallel training helpers: rank/world from a process group, DDP wrapping, agreement.
+
+Every rank must take the same decisions (accumulation count, stop, report, checkpoint), or the
+gradient all-reduce deadlocks. The loop therefore adopts rank 0's clock once per optimiser step, in
+the same all-reduce that averages the step's loss and sums its tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def rank_and_world(process_group: Any | None) -> tuple[int, int]:
+    """(rank, world size) within `process_group`; (0, 1) without one."""
+    if process_group is None:
+        return 0, 1
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError("process_group: torch.distributed is not initialised")
+    return dist.get_rank(process_group), dist.get_world_size(process_group)
+
+
+def wrap_ddp(model: nn.Module, device: torch.device, process_group: Any, *, find_unused: bool = False) -> nn.Module:
+    """DDP around `model`; gradients are all-reduced only when `no_sync` is not active."""
+    device_ids = [device.index] if device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids, process_group=process_group,
+                                               find_unused_parameters=find_unused)
+
+
+def agree(values: list[float], *, rank: int, process_group: Any | None, device: torch.device,
+          from_rank0: int = 0) -> list[float]:
+    """Sum `values` over ranks, except the first `from_rank0` entries, which take rank 0's value.
+
+    With no process group the values come back unchanged (no device synchronisation beyond `.tolist`).
+    """
+    if process_group is None:
+        return [float(v) for v in values]
+    data = [(v if rank == 0 else 0.0) if i < from_rank0 else v for i, v in enumerate(values)]
+    t = torch.tensor(data, dtype=torch.float64, device=_collective_device(process_group, device))
+    dist.all_reduce(t, op=dist.ReduceOp.SUM, group=process_group)
+    return t.tolist()
+
+
+
+def _collective_device(process_group: Any, device: torch.device) -> torch.device:
+    return device if dist.get_backend(process_group) == "nccl" else torch.device("cpu")
+
+
+def global_denominator(local: int, rows: int, seq_len: int, *, reduction: str, world: int, process_group: Any,
+                       device: torch.device) -> torch.Tensor | int:
+    """The loss denominator of the whole global micro-batch (see `objective.loss_denominator`).
+
+    `mean`: scored targets summed over ranks; `none`: B_global * (S_global - 1), S_global the longest
+    rank's padded length, as if one process had padded the global micro-batch. Without DDP: `local`.
+    The result stays on the device (no host synchronisation).
+    """
+    if process_group is None or world == 1:
+        return local
+    value, op = (local, dist.ReduceOp.SUM) if reduction == "mean" else (seq_len - 1, dist.ReduceOp.MAX)
+    t = torch.tensor([float(value)], dtype=torch.float32, device=_collective_device(process_group, device))
+    dist.all_reduce(t, op=op, group=process_group)
+    if reduction != "mean":
+        t = t * (rows * world)
+    return t.to(device, non_blocking=True)[0]

@@ -1,0 +1,43 @@
+"""Mixed precision for the training step (paper-spec §6.6).
+
+`auto` picks bf16 autocast on CUDA (no loss scaling needed) and plain fp32 on CPU, where autocast is
+slower than fp32 for models this small. `fp16` is the paper's setting: fp16 autocast with a
+GradScaler, fp32 master weights. Master weights are fp32 in every mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from abacus_ray.training.config import PRECISIONS
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str  # resolved: fp32 | bf16 | fp16
+    device_type: str
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.name)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+
+    def grad_scaler(self) -> torch.amp.GradScaler:
+        """A GradScaler, enabled only for fp16 (a disabled scaler is a no-op pass-through)."""
+        return torch.amp.GradScaler(self.device_type, enabled=self.name == "fp16")
+
+
+def resolve_precision(name: str, device: torch.device | str) -> Precision:
+    if name not in PRECISIONS:
+        raise ValueError(f"train.precision: {name!r} is not one of {', '.join(PRECISIONS)}")
+    device_type = torch.device(device).type
+    if name == "auto":
+        name = "bf16" if device_type == "cuda" else "fp32"
+    return Precision(name, device_type)
