@@ -149,3 +149,7 @@ def test_rope_scores_depend_only_on_relative_position():
     assert score(5, 2) == pytest.approx(score(33, 30), abs=1e-5)
     assert score(0, 0) == pytest.approx(score(17, 17), abs=1e-5) == pytest.approx((q @ k).item(), abs=1e-5)
     assert score(5, 2) != pytest.approx(score(5, 4), abs=1e-3)
+    # GPT-NeoX rotate-half convention: [x1 | x2] -> [x1 cos - x2 sin | x2 cos + x1 sin]
+    cos, sin = rope_tables(torch.tensor([3]), 4)
+    rotated = apply_rope(torch.tensor([[1.0, 0.0, 0.0, 0.0]]), cos, sin)
+    assert torch.allclose(rotated, torch.tensor([[math.cos(3), 0.0, math.sin(3), 0.0]]), atol=1e-6)

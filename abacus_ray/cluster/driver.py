@@ -9,6 +9,7 @@ latest checkpoint, and only missing cells are evaluated.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -93,7 +94,7 @@ def train_all(name: str, preset_name: str, trials: list[dict[str, Any]], root: P
 
 def run_sweep(name: str, preset_name: str, trials: list[dict[str, Any]], grids: tuple[str, ...], *, storage: Path,
               address: str | None = None, evaluate: bool = True, dashboards: bool = True,
-              num_cpus: int | None = None) -> Path:
+              num_cpus: int | None = None, eval_recurrences: tuple[int, ...] = ()) -> Path:
     """Train, evaluate and visualise one figure's sweep; returns its directory."""
     root = storage.resolve() / name
     grid_objs = resolve_grid_names(grids)  # fail on a bad grid name before training anything
@@ -102,9 +103,10 @@ def run_sweep(name: str, preset_name: str, trials: list[dict[str, Any]], grids: 
     sources = train_all(name, preset_name, trials, root)
     if evaluate and sources:
         eval_cfg = preset(preset_name, trials[0]).eval
-        report = evaluate_on_ray(sources, grid_objs, eval_cfg, root / "results")
-        print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
-              f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)
+        for r in eval_recurrences or (None,):
+            report = evaluate_on_ray(sources, grid_objs, dataclasses.replace(eval_cfg, recurrences=r), root / "results")
+            print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
+                  f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)
     if dashboards and (root / "results").exists():
         try:
             from dashboards.build import build_site

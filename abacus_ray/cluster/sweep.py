@@ -18,6 +18,36 @@ from typing import Any
 from abacus_ray.config import ExperimentConfig, preset
 
 
+def standard(layers: int) -> dict[str, Any]:
+    """ST: L x 1, the embedding added once before the first layer (official class without the skip flag)."""
+    return {"model.layers": layers, "model.recurrences": 1, "model.injection": "first"}
+
+
+def standard_ii(layers: int) -> dict[str, Any]:
+    """ST w/ II: L x 1 with the embedding added before every layer."""
+    return {"model.layers": layers, "model.recurrences": 1, "model.injection": "every"}
+
+
+def looped(layers: int, recurrences: int, injection: str = "every") -> dict[str, Any]:
+    """LT: an L-layer block applied R times; addition LTs inject before every layer (spec §4.1)."""
+    return {"model.layers": layers, "model.recurrences": recurrences, "model.injection": injection}
+
+
+# The tiny preset's stand-ins for the paper's three architectures at effective depth 16.
+TINY_ARCHS = [standard(2), standard_ii(2), looped(1, 2)]
+PAPER_ARCHS = [standard(16), standard_ii(16), looped(1, 16)]
+EMBEDDINGS = ["abacus", "fire", "nope"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A figure-specific command-line flag that sets (or, given a comma list, sweeps) one config key."""
+
+    name: str  # e.g. "--positions"
+    key: str  # e.g. "model.positions"
+    help: str
+
+
 @dataclass(frozen=True)
 class Scale:
     """What one preset changes: overrides on top of the sweep's `base`, axis values, seeds, grids."""
@@ -27,6 +57,7 @@ class Scale:
     variants: list[dict[str, Any]] | None = None
     seeds: int | None = None
     grids: tuple[str, ...] | None = None
+    eval_recurrences: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -38,8 +69,10 @@ class Sweep:
     variants: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # explicit alternatives (e.g. L x R)
     seeds: int = 3
     grids: tuple[str, ...] = ("paper-addition",)
+    eval_recurrences: tuple[int, ...] = ()  # test-time recurrences to score (empty: the model's own)
     tiny: Scale = field(default_factory=Scale)
     paper: Scale = field(default_factory=Scale)
+    flags: tuple[Flag, ...] = ()
 
     def scaled(self, preset_name: str) -> tuple[dict[str, Any], dict[str, list[Any]], list[dict[str, Any]], int,
                                                  tuple[str, ...]]:
@@ -51,10 +84,14 @@ class Sweep:
         grids = s.grids if s.grids is not None else self.grids
         return base, axes, variants, seeds, grids
 
-    def trials(self, preset_name: str, *, seeds: int | None = None,
-               extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """The overrides of every trial: variants x axes x seeds, each validated by building its config."""
-        base, axes, variants, n_seeds, _ = self.scaled(preset_name)
+    def trials(self, preset_name: str, *, seeds: int | None = None, extra: dict[str, Any] | None = None,
+               axes: dict[str, list[Any]] | None = None) -> list[dict[str, Any]]:
+        """The overrides of every trial: variants x axes x seeds, each validated by building its config.
+
+        `axes` replaces or adds axes (figure flags such as `--positions fire,nope`).
+        """
+        base, own_axes, variants, n_seeds, _ = self.scaled(preset_name)
+        axes = {**own_axes, **(axes or {})}
         n_seeds = seeds if seeds is not None else n_seeds
         if n_seeds < 1:
             raise ValueError(f"--seeds: must be >= 1, got {n_seeds}")
@@ -71,6 +108,10 @@ class Sweep:
 
     def grids_for(self, preset_name: str) -> tuple[str, ...]:
         return self.scaled(preset_name)[4]
+
+    def eval_recurrences_for(self, preset_name: str) -> tuple[int, ...]:
+        s = {"tiny": self.tiny, "paper": self.paper}.get(preset_name, Scale())
+        return s.eval_recurrences if s.eval_recurrences is not None else self.eval_recurrences
 
 
 def trial_name(overrides: dict[str, Any], swept: list[str]) -> str:
@@ -104,6 +145,10 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     p.add_argument("--per-cell", type=int, default=None, help="problems per evaluation cell (default: the preset's)")
     p.add_argument("--grid", dest="grids", action="append", default=None,
                    help="evaluation grid name or spec (repeatable; default: the figure's grids)")
+    p.add_argument("--max-trials", type=int, default=None,
+                   help="run only the first N trials of the expansion (smoke tests)")
+    for flag in sweep.flags:
+        p.add_argument(flag.name, default=None, help=f"{flag.help} (sets {flag.key}; a comma list sweeps it)")
     p.add_argument("--no-eval", action="store_true", help="train only")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the dashboards")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray (default: all)")
@@ -121,12 +166,22 @@ def main(sweep: Sweep, argv: list[str] | None = None) -> int:
             extra["train.budget_hours"] = args.budget_hours
         if args.per_cell is not None:
             extra["eval.per_cell"] = args.per_cell
-        trials = sweep.trials(args.preset, seeds=args.seeds, extra=extra)
+        axes: dict[str, list[Any]] = {}
+        for flag in sweep.flags:
+            value = getattr(args, flag.name.lstrip("-").replace("-", "_"))
+            if value is not None:
+                axes[flag.key] = [v.strip() for v in value.split(",") if v.strip()]
+        trials = sweep.trials(args.preset, seeds=args.seeds, extra=extra, axes=axes)
+        if args.max_trials is not None:
+            if args.max_trials < 1:
+                raise ValueError(f"--max-trials: must be >= 1, got {args.max_trials}")
+            trials = trials[: args.max_trials]
         grids = tuple(args.grids) if args.grids else sweep.grids_for(args.preset)
         from abacus_ray.cluster.driver import run_sweep
 
         out = run_sweep(sweep.name, args.preset, trials, grids, storage=Path(args.storage), address=args.address,
-                        evaluate=not args.no_eval, dashboards=not args.no_dashboard, num_cpus=args.num_cpus)
+                        evaluate=not args.no_eval, dashboards=not args.no_dashboard, num_cpus=args.num_cpus,
+                        eval_recurrences=sweep.eval_recurrences_for(args.preset))
     except ValueError as e:
         print(f"{sweep.name}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
