@@ -11,9 +11,18 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
 export RAY_USAGE_STATS_ENABLED=0
 export RAY_AUTH_MODE=disabled
 
-RESULTS ?= results/demo
+DEMO    ?= results/demo
+RESULTS ?= $(DEMO)/fig10_k
+STORAGE ?= results
+# Paper-preset figure targets run against a cluster: RAY_ADDRESS=ray://head:10001 or auto.
+RAY_ADDRESS ?= auto
+FIGURES := fig3_embeddings fig4_depth_recurrence fig5_add_sub fig6_multiplication fig7_relative \
+           fig8_bitwise_or fig9_data_size fig10_k fig11_large_k fig15_recurrence_outputs fig16_no_mask \
+           fig18_effective_depth fig19_injection_throttle fig20_random_padding fig21_index_hints \
+           table1_sorting table2_sorting_arch
 
-.PHONY: install test demo lint bench clean
+.PHONY: install test demo lint bench clean eval-100plus dashboards $(FIGURES) \
+        fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 fig15 fig16 fig18 fig19 fig20 fig21 table1 table2
 
 install: $(STAMP)
 
@@ -33,14 +42,41 @@ endif
 test: install
 	$(BIN)/python -m pytest -q
 
+# The main job on an embedded local Ray (127.0.0.1): the tiny Fig. 10 sweep, trained through Tune +
+# Train, evaluated through Ray Data into Parquet.
 demo: install
-	$(BIN)/abacus-ray demo --out $(RESULTS)
+	$(BIN)/python sweeps/fig10_k.py --preset tiny --storage $(DEMO)
+
+# Every checkpoint under RESULTS on the 101-160 diagonal; only missing cells are evaluated.
+eval-100plus: install
+	$(BIN)/python -m abacus_ray.cluster.evaluate_all $(RESULTS) --grid diagonal:101-160
+
+# `make fig10_k` (or `make fig10`): the paper preset of that figure on the cluster at RAY_ADDRESS.
+$(FIGURES): install
+	RAY_ADDRESS=$(RAY_ADDRESS) $(BIN)/python sweeps/$@.py --preset paper --storage $(STORAGE)
+fig3: fig3_embeddings
+fig4: fig4_depth_recurrence
+fig5: fig5_add_sub
+fig6: fig6_multiplication
+fig7: fig7_relative
+fig8: fig8_bitwise_or
+fig9: fig9_data_size
+fig10: fig10_k
+fig11: fig11_large_k
+fig15: fig15_recurrence_outputs
+fig16: fig16_no_mask
+fig18: fig18_effective_depth
+fig19: fig19_injection_throttle
+fig20: fig20_random_padding
+fig21: fig21_index_hints
+table1: table1_sorting
+table2: table2_sorting_arch
 
 lint: install
 	$(BIN)/ruff check abacus_ray tests benchmarks sweeps dashboards
 
 bench: install
-	$(BIN)/python benchmarks/data_stream.py
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -5,6 +5,8 @@ output as the target (every engine must then say correct), and first-wrong posit
 token of such a target. A briefly trained model checks the same on real problems.
 """
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -175,8 +177,7 @@ def test_noise_is_seeded_per_cell_and_reruns_reproduce():
 def test_noise_changes_outputs_when_the_state_is_random():
     """The test above would pass trivially if noise were ignored; this one fails if it is."""
     model = build("nope", seed=5)
-    model.cfg.__dict__  # frozen dataclass: rebuild with a huge init_std
-    loud = ArithmeticTransformer(ModelConfig(**{**model.cfg.__dict__, "init_std": 50.0}), 19).eval()
+    loud = ArithmeticTransformer(dataclasses.replace(model.cfg, init_std=50.0), 19).eval()
     loud.load_state_dict(model.state_dict())
     cells = prepared("add", [(3, 3), (4, 4)], count=8)
     ids = torch.tensor(cells[0].prompts)
@@ -244,6 +245,6 @@ def test_briefly_trained_model_engines_agree_and_some_problems_are_right():
     assert verdicts(res["teacher"]) == verdicts(res["kv"]) == verdicts(res["naive"])
     assert res["teacher"][0].n_correct > 0
     for o, c in zip(res["kv"], cells):  # independent check with Python ints
-        for prompt, pred, ok in zip(c.prompts_text, o.predictions, o.correct):
+        for prompt, pred, stopped, ok in zip(c.prompts_text, o.predictions, o.stopped, o.correct):
             a, b = prompt[:-1].split("+")
-            assert ok == (pred.isdigit() and int(pred[::-1]) == int(a[::-1]) + int(b[::-1]))
+            assert ok == (stopped and pred.isdigit() and int(pred[::-1]) == int(a[::-1]) + int(b[::-1]))

@@ -36,7 +36,7 @@ def decode_in_chunks(model, ids, noise, cuts, **kw) -> torch.Tensor:
     cache = model.new_cache()
     bounds = [0, *cuts, *range(cuts[-1] + 1, ids.shape[1] + 1)] if cuts else [0, *range(1, ids.shape[1] + 1)]
     outs = []
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in zip(bounds, bounds[1:], strict=False):
         outs.append(model(ids[:, a:b], noise=noise[:, a:b], cache=cache, **kw))
     assert cache.length == ids.shape[1]
     return torch.cat(outs, dim=-2)

@@ -67,8 +67,8 @@ def reference(model: ArithmeticTransformer, ids, noise, recurrences: int) -> tor
     e = model.emb_norm(model.tok(ids) + model.abacus(abacus_positions(ids)))
     s = noise
     for r in range(recurrences):
-        for l, layer in enumerate(model.layers):
-            if inj == "every" or (l == 0 and (inj == "first" or r == 0)):
+        for index, layer in enumerate(model.layers):
+            if inj == "every" or (index == 0 and (inj == "first" or r == 0)):
                 s = s + e
             s = layer(s)[0]
     return model.decoder(model.adapter(model.final_norm(model.head(s))))
@@ -91,9 +91,9 @@ def _unrolled_copy(model: ArithmeticTransformer, injection: str) -> ArithmeticTr
     state = {k: v for k, v in model.state_dict().items() if not k.startswith("layers.")}
     for k, v in model.state_dict().items():
         if k.startswith("layers."):
-            _, l, rest = k.split(".", 2)
+            _, layer, rest = k.split(".", 2)
             for r in range(c.recurrences):
-                state[f"layers.{r * c.layers + int(l)}.{rest}"] = v
+                state[f"layers.{r * c.layers + int(layer)}.{rest}"] = v
     flat.load_state_dict(state)
     return flat
 

@@ -201,13 +201,13 @@ class ArithmeticTransformer(nn.Module):
         inject = self.cfg.injection
         if inject == "first" or (inject == "none" and r == 0):
             state = state + emb
-        for l, layer in enumerate(self.layers):
+        for index, layer in enumerate(self.layers):
             if inject == "every":
                 state = state + emb
-            past = cache.slot(r, l) if cache is not None and start > 0 else None
+            past = cache.slot(r, index) if cache is not None and start > 0 else None
             state, kv = layer(state, start, past, cached=cache is not None)
             if cache is not None:
-                cache.store(r, l, kv)
+                cache.store(r, index, kv)
         return state
 
     def _readout(self, state: Tensor) -> Tensor:

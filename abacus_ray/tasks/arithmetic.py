@@ -7,7 +7,9 @@ vectorised fast path (`digit_arithmetic`) shares, so both paths yield the same p
     words[i : i+j]      digits of B, likewise
     words[i+j]          the operator of an "addsub" problem (coin: '+' or '-')
     words[i+j+1]        the index-hint start symbol
-    words[i+j+2 : ...]  one uniform per character of the finished line (random padding), if pad_p > 0
+
+Random padding reads a separate word matrix (`pad_words`, one word per character of the finished
+line), so a padded problem has the same operands as its unpadded twin.
 
 Operands are uniform over exactly-i-digit and exactly-j-digit integers (never 0, no leading zero; a
 reversed operand may start with 0: 120 -> "021"). Answers are Python ints, exact at any length.
@@ -44,7 +46,7 @@ def max_hints(task: str, i: int, j: int) -> int:
 
 
 def max_line_length(task: str, i: int, j: int, index_hints: str = "none") -> int:
-    """Longest prompt + answer text of cell (i, j), which bounds the random-padding draws."""
+    """Longest prompt + answer text of cell (i, j): the random-padding words one row needs."""
     answer = max_answer_length(task, i, j)
     line = i + 1 + j + 1 + answer
     if index_hints != "none":
@@ -52,9 +54,8 @@ def max_line_length(task: str, i: int, j: int, index_hints: str = "none") -> int
     return line
 
 
-def words_needed(task: str, i: int, j: int, index_hints: str = "none", pad_p: float = 0.0) -> int:
-    pad_words = max_line_length(task, i, j, index_hints) if pad_p > 0 else 0
-    return i + j + FIXED_WORDS + pad_words
+def words_needed(i: int, j: int) -> int:
+    return i + j + FIXED_WORDS
 
 
 def check_hints(task: str, i: int, j: int, index_hints: str) -> None:
@@ -131,7 +132,8 @@ def _row_texts(digit_matrix: np.ndarray, lengths: np.ndarray) -> list[str]:
 
 
 def arithmetic_problems(task: str, i, j, words: np.ndarray, *, index_hints: str = "none",
-                        pad_p: float = 0.0, hint_start: int | None = None) -> list[Problem]:
+                        pad_p: float = 0.0, pad_words: np.ndarray | None = None,
+                        hint_start: int | None = None) -> list[Problem]:
     """One problem per row of `words` (layout in the module docstring); answers via Python ints.
 
     `i`, `j` are the operand lengths: ints for one cell, or per-row arrays (the training stream).
@@ -145,8 +147,7 @@ def arithmetic_problems(task: str, i, j, words: np.ndarray, *, index_hints: str 
     r_all = np.arange(rows)
     ops = operators(task, words[r_all, i + j]).tolist()
     hint_words = words[r_all, i + j + 1]
-    pad_from = (i + j + FIXED_WORDS).tolist()
-    uniforms = unit(words) if pad_p > 0 else None
+    uniforms = unit(pad_words) if pad_p > 0 else None
     out = []
     for r, (a, b, op) in enumerate(zip(a_texts, b_texts, ops)):
         x, y = int_from_text(a[::-1]), int_from_text(b[::-1])
@@ -163,6 +164,6 @@ def arithmetic_problems(task: str, i, j, words: np.ndarray, *, index_hints: str 
                 raise ValueError(f"hint_start: {start} + {needed} hints would wrap around the symbol list")
             problem = hinted_problem(a, op, b, answer, start)
         if uniforms is not None:
-            problem = random_padding(problem, uniforms[r, pad_from[r] :], pad_p)
+            problem = random_padding(problem, uniforms[r], pad_p)
         out.append(problem)
     return out

@@ -8,7 +8,7 @@ Cell (i, j) holds exactly min(i, j) problems, one per one-hot index t in 0..min(
 
 The answer W is the length-max(i, j) one-hot at t. The operator is written '+', as in the official
 data; vectors are left-aligned as written (no reversal applies). Word layout of one row: words[0] the
-one-hot index (when sampled), words[1] the coin, then the padding uniforms if pad_p > 0.
+one-hot index (when sampled), words[1] the coin. Padding reads `pad_words`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def max_line_length(i: int, j: int) -> int:
     return i + 1 + j + 1 + max(i, j)
 
 
-def words_needed(i: int, j: int, pad_p: float = 0.0) -> int:
-    return FIXED_WORDS + (max_line_length(i, j) if pad_p > 0 else 0)
+def words_needed(i: int, j: int) -> int:
+    return FIXED_WORDS
 
 
 def _one_hot(length: int, t: int) -> str:
@@ -34,7 +34,7 @@ def _one_hot(length: int, t: int) -> str:
 
 
 def or_problems(i: int, j: int, words: np.ndarray, *, exhaustive: bool = False,
-                pad_p: float = 0.0) -> list[Problem]:
+                pad_p: float = 0.0, pad_words: np.ndarray | None = None) -> list[Problem]:
     """One OR problem per row of `words`: one-hot index drawn uniformly, or t = row if `exhaustive`.
 
     With `exhaustive`, `words` must have exactly min(i, j) rows and the result lists the whole cell.
@@ -48,7 +48,7 @@ def or_problems(i: int, j: int, words: np.ndarray, *, exhaustive: bool = False,
     else:
         indices = bounded(words[:, 0], k).astype(np.int64).tolist()
     coins = bounded(words[:, 1], 2).tolist()
-    pad_uniforms = unit(words[:, FIXED_WORDS:]) if pad_p > 0 else None
+    pad_uniforms = unit(pad_words) if pad_p > 0 else None
     out = []
     for r, t in enumerate(indices):
         u_holds_one = i < j or (i == j and coins[r] == 0)

@@ -21,7 +21,7 @@ from abacus_ray.tasks.randomness import row_width, row_words, stable_key
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS
 
 __all__ = ["Problem", "TASKS", "generate", "cell_problems", "problems_from_words", "words_needed",
-           "check_int"]
+           "pad_words_needed", "check_int", "check_variant"]
 
 
 def check_int(name: str, value: object, minimum: int | None = None) -> int:
@@ -52,25 +52,39 @@ def check_variant(task: str, i: int, j: int, index_hints: str, pad_p: float,
         sorting.check_sort_cell(i, j)
 
 
-def words_needed(task: str, i: int, j: int, index_hints: str = "none", pad_p: float = 0.0) -> int:
-    """Random words one problem of cell (i, j) reads; monotone in i and j."""
+def words_needed(task: str, i: int, j: int) -> int:
+    """Random words one problem of cell (i, j) reads (padding aside); monotone in i and j."""
     if task == "sort":
-        return sorting.words_needed(i, j, pad_p)
+        return sorting.words_needed(i, j)
     if task == "or":
-        return bitwise.words_needed(i, j, pad_p)
-    return arithmetic.words_needed(task, i, j, index_hints, pad_p)
+        return bitwise.words_needed(i, j)
+    return arithmetic.words_needed(i, j)
+
+
+def pad_words_needed(task: str, i: int, j: int, index_hints: str = "none") -> int:
+    """Random-padding words one problem reads: one per character of its longest possible line."""
+    if task == "sort":
+        return sorting.max_line_length(i, j)
+    if task == "or":
+        return bitwise.max_line_length(i, j)
+    return arithmetic.max_line_length(task, i, j, index_hints)
 
 
 def problems_from_words(task: str, i: int, j: int, words: np.ndarray, *, index_hints: str = "none",
-                        pad_p: float = 0.0, hint_start: int | None = None,
-                        exhaustive: bool = False) -> list[Problem]:
-    """One problem per row of `words` (uint64 [rows, >= words_needed]); arguments already validated."""
+                        pad_p: float = 0.0, pad_words: np.ndarray | None = None,
+                        hint_start: int | None = None, exhaustive: bool = False) -> list[Problem]:
+    """One problem per row of `words` (uint64 [rows, >= words_needed]); arguments already validated.
+
+    `pad_words` ([rows, >= pad_words_needed]) is required when pad_p > 0.
+    """
+    if pad_p > 0 and (pad_words is None or pad_words.shape[0] != words.shape[0]):
+        raise ValueError("pad_words: one row of padding words per problem is required when pad_p > 0")
     if task == "sort":
-        return sorting.sort_problems(i, j, words, pad_p=pad_p)
+        return sorting.sort_problems(i, j, words, pad_p=pad_p, pad_words=pad_words)
     if task == "or":
-        return bitwise.or_problems(i, j, words, exhaustive=exhaustive, pad_p=pad_p)
+        return bitwise.or_problems(i, j, words, exhaustive=exhaustive, pad_p=pad_p, pad_words=pad_words)
     return arithmetic.arithmetic_problems(task, i, j, words, index_hints=index_hints, pad_p=pad_p,
-                                          hint_start=hint_start)
+                                          pad_words=pad_words, hint_start=hint_start)
 
 
 def cell_problems(domain: str, task: str, i: int, j: int, count: int, seed: int, *,
@@ -79,8 +93,8 @@ def cell_problems(domain: str, task: str, i: int, j: int, count: int, seed: int,
     """Validated problems of cell (i, j) drawn from the word stream keyed on (domain, task, i, j, seed).
 
     `count` is not in the key, so a smaller count yields a prefix of a larger one (except the
-    exhaustive bitwise-OR case). The variant is not in the key either: a padded or hinted cell has
-    the same operands as the plain one.
+    exhaustive bitwise-OR case). The variant is not in the key either, and padding draws from a
+    stream of its own: a padded or hinted cell has the same operands as the plain one.
     """
     if task not in TASKS:
         raise ValueError(f"task: {task!r} is not one of {', '.join(TASKS)}")
@@ -89,10 +103,13 @@ def cell_problems(domain: str, task: str, i: int, j: int, count: int, seed: int,
     check_variant(task, i, j, index_hints, pad_p, hint_start)
     exhaustive = task == "or" and count >= min(i, j)
     rows = min(i, j) if exhaustive else count
-    width = row_width(words_needed(task, i, j, index_hints, pad_p))
-    words = row_words(stable_key(domain, task, i, j, seed), 0, rows, width)
+    words = row_words(stable_key(domain, task, i, j, seed), 0, rows, row_width(words_needed(task, i, j)))
+    pad_words = None
+    if pad_p > 0:
+        pad_width = row_width(pad_words_needed(task, i, j, index_hints))
+        pad_words = row_words(stable_key(domain, "padding", task, i, j, seed), 0, rows, pad_width)
     return problems_from_words(task, i, j, words, index_hints=index_hints, pad_p=pad_p,
-                               hint_start=hint_start, exhaustive=exhaustive)
+                               pad_words=pad_words, hint_start=hint_start, exhaustive=exhaustive)
 
 
 def generate(task: str, i: int, j: int, count: int, seed: int, *, index_hints: str = "none",

@@ -10,7 +10,7 @@ never reads as a separator. Element e has D_e ~ U{1..d} digits and a value unifo
 integers, written reversed. The answer sorts by value; ties keep their input order (stable sort).
 
 Word layout of one row: words[0] label start; then per element e, words[1 + e(d+1)] its digit count
-and the next d words its digits (least significant first); then the padding uniforms if pad_p > 0.
+and the next d words its digits (least significant first). Padding reads `pad_words`.
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ def max_line_length(d: int, m: int) -> int:
     return m * (2 + d) + (m - 1) + 1 + m + (m - 1)
 
 
-def words_needed(d: int, m: int, pad_p: float = 0.0) -> int:
-    return 1 + m * (d + 1) + (max_line_length(d, m) if pad_p > 0 else 0)
+def words_needed(d: int, m: int) -> int:
+    return 1 + m * (d + 1)
 
 
-def sort_problems(d: int, m: int, words: np.ndarray, *, pad_p: float = 0.0) -> list[Problem]:
+def sort_problems(d: int, m: int, words: np.ndarray, *, pad_p: float = 0.0,
+                  pad_words: np.ndarray | None = None) -> list[Problem]:
     """One sorting problem per row of `words` (layout in the module docstring)."""
     check_sort_cell(d, m)
     rows = words.shape[0]
@@ -48,7 +49,7 @@ def sort_problems(d: int, m: int, words: np.ndarray, *, pad_p: float = 0.0) -> l
     digit_rows = operand_digits(elements[:, 1:], counts, 0, d)
     flat = (digit_rows + ord("0")).astype(np.uint8).tobytes().decode("ascii")
     counts = counts.tolist()
-    pad_uniforms = unit(words[:, 1 + m * (d + 1) :]) if pad_p > 0 else None
+    pad_uniforms = unit(pad_words) if pad_p > 0 else None
     out = []
     for r in range(rows):
         labels = [SORT_LABELS[(starts[r] + e) % len(SORT_LABELS)] for e in range(m)]

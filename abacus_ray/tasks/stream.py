@@ -8,7 +8,7 @@ the fly instead, as a pure function of (task config, seed, micro-batch index):
   pairs in i-major loop order: (i, j) for 1 <= i, j <= n (for sorting, max digits x array length);
   so every P consecutive samples hold each pair exactly once, as in the bucket method;
 * operands are fresh random words from a Philox stream keyed on (task, seed, index), row r at a fixed
-  counter, so a resumed trial sees exactly the data it would have seen and rank r of a DDP job draws
+  counter (random padding reads a second stream, so it never changes the operands), so a resumed trial sees exactly the data it would have seen and rank r of a DDP job draws
   only its rows [r * size, (r + 1) * size) of the global micro-batch;
 * a batch is padded to its own longest row, not to a dataset-wide maximum.
 
@@ -29,7 +29,13 @@ from abacus_ray.tasks.arithmetic import ARITHMETIC_TASKS, arithmetic_problems
 from abacus_ray.tasks.config import TaskConfig
 from abacus_ray.tasks.digit_arithmetic import arithmetic_token_batch
 from abacus_ray.tasks.formats import Problem
-from abacus_ray.tasks.problems import check_int, check_variant, problems_from_words, words_needed
+from abacus_ray.tasks.problems import (
+    check_int,
+    check_variant,
+    pad_words_needed,
+    problems_from_words,
+    words_needed,
+)
 from abacus_ray.tasks.randomness import row_width, row_words, stable_key
 from abacus_ray.tasks.tokenizer import EOS, PAD, Tokenizer, get_tokenizer
 
@@ -104,7 +110,8 @@ class TrainStream:
         pair = np.arange(n * self._n_second)
         self._first = pair // self._n_second + 1  # i-major loop order
         self._second = pair % self._n_second + 1
-        self.width = row_width(words_needed(task.name, n, self._n_second, task.index_hints, task.pad_p))
+        self.width = row_width(words_needed(task.name, n, self._n_second))
+        self.pad_width = row_width(pad_words_needed(task.name, n, self._n_second, task.index_hints))
         self.tokenizer = get_tokenizer(task.tokenizer_name)
         self.uses_fast_path = (fast_path and task.name in ARITHMETIC_TASKS
                                and task.index_hints == "none" and task.pad_p == 0)
@@ -124,14 +131,14 @@ class TrainStream:
     def problems(self, index: int, size: int, rank: int = 0, world_size: int = 1) -> list[Problem]:
         """The rows of `batch(...)` as text problems (the string path)."""
         i, j = self.pairs(index, size, rank, world_size)
-        return self._problems(self._words(index, size, rank), i, j)
+        return self._problems(index, size, rank, i, j)
 
     def batch(self, index: int, size: int, rank: int = 0, world_size: int = 1) -> Batch:
         """Rank `rank`'s `size` rows of global micro-batch `index` (size * world_size rows in all)."""
         i, j = self.pairs(index, size, rank, world_size)
-        words = self._words(index, size, rank)
         if not self.uses_fast_path:
-            return encode_problems(self._problems(words, i, j), self.tokenizer)
+            return encode_problems(self._problems(index, size, rank, i, j), self.tokenizer)
+        words = self._words("train", index, size, rank, self.width)
         ids, mask, lengths = arithmetic_token_batch(self.task.name, i, j, words, self.task.train_max_len,
                                                     self.tokenizer)
         return Batch(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(lengths))
@@ -144,22 +151,26 @@ class TrainStream:
             raise ValueError(f"rank: must be < world_size={world_size}, got {rank}")
         return index, size, rank, world_size
 
-    def _words(self, index: int, size: int, rank: int) -> np.ndarray:
-        key = stable_key("train", self.task.name, self.seed, index)
-        return row_words(key, rank * size, size, self.width)
+    def _words(self, domain: str, index: int, size: int, rank: int, width: int) -> np.ndarray:
+        key = stable_key(domain, self.task.name, self.seed, index)
+        return row_words(key, rank * size, size, width)
 
-    def _problems(self, words: np.ndarray, i: np.ndarray, j: np.ndarray) -> list[Problem]:
+    def _problems(self, index: int, size: int, rank: int, i: np.ndarray, j: np.ndarray) -> list[Problem]:
         """String-path problems for rows of mixed pairs (sort and OR: one generator call per pair)."""
         t = self.task
+        words = self._words("train", index, size, rank, self.width)
+        pads = self._words("train/padding", index, size, rank, self.pad_width) if t.pad_p > 0 else None
         if t.name in ARITHMETIC_TASKS:  # takes per-row lengths directly
-            return arithmetic_problems(t.name, i, j, words, index_hints=t.index_hints, pad_p=t.pad_p)
+            return arithmetic_problems(t.name, i, j, words, index_hints=t.index_hints, pad_p=t.pad_p,
+                                       pad_words=pads)
         out: list[Problem] = [None] * len(i)  # type: ignore[list-item]
         pair_ids = (i - 1) * self._n_second + (j - 1)
         order = np.argsort(pair_ids, kind="stable")
         _, firsts = np.unique(pair_ids[order], return_index=True)
         for rows in np.split(order, firsts[1:]):
             a, b = int(i[rows[0]]), int(j[rows[0]])
-            made = problems_from_words(t.name, a, b, words[rows], index_hints=t.index_hints, pad_p=t.pad_p)
+            made = problems_from_words(t.name, a, b, words[rows], index_hints=t.index_hints, pad_p=t.pad_p,
+                                       pad_words=None if pads is None else pads[rows])
             for r, problem in zip(rows.tolist(), made):
                 out[r] = problem
         return out
