@@ -52,6 +52,37 @@ def build(positions: str = "abacus", *, layers=1, recurrences=2, injection="ever
     return model
 
 
+class StopAfter(torch.nn.Module):
+    """A random model that emits EOS right after it has emitted `trigger`: its EOS logit gets +100 at
+    every position whose input token is `trigger`. A function of each position's own logits and token,
+    so it is causal and the same under full forwards and a KV cache, and greedy outputs stop early."""
+
+    def __init__(self, inner: ArithmeticTransformer, trigger: int):
+        super().__init__()
+        self.inner, self.trigger = inner, trigger
+        self.cfg, self.vocab_size = inner.cfg, inner.vocab_size
+
+    def new_cache(self):
+        return self.inner.new_cache()
+
+    def forward(self, input_ids, **kw):
+        logits = self.inner(input_ids, **kw)
+        boost = 100.0 * (input_ids == self.trigger).to(logits.dtype)
+        logits = logits.clone()
+        logits[..., EOS] += boost if logits.dim() == 3 else boost[None]
+        return logits
+
+
+def stopping_model(positions: str, cells: list[PreparedCell], **kw) -> StopAfter:
+    """`build(...)` wrapped so that its most frequent first greedy token ends the answer."""
+    inner = build(positions, **kw)
+    first = [p[0] for o in run_cells(inner, cells, engine="kv", token_budget=10_000) for p in o.predictions
+             if p and p[0] not in " \ufffd"]
+    assert first, "every greedy output is empty"
+    trigger = cells[0].tokenizer.token_id(max(set(first), key=first.count))
+    return StopAfter(inner, trigger).eval()
+
+
 def prepared(task: str, cells, count=4, seed=0) -> list[PreparedCell]:
     tok = tokenizer_for(task)
     return [prepare_cell(Cell(task, i, j), eval_problems(task, i, j, count, seed), tok, seed) for i, j in cells]
@@ -65,29 +96,36 @@ def run_all(model, cells, **kw):
     return {e: run_cells(model, cells, engine=e, token_budget=kw.pop("budget", 96), **kw) for e in ENGINES}
 
 
-def self_targets(model, cells: list[PreparedCell], corrupt_at: int | None = None) -> list[PreparedCell]:
-    """The cells with each answer replaced by the model's own KV-greedy output (stopped rows only).
+def self_targets(model, cells: list[PreparedCell], corrupt_at: int | None = None):
+    """The cells with each answer replaced by the model's own KV-greedy output, and which rows that was.
 
-    `corrupt_at=k` changes answer token k (or the EOS when k == len) so the first wrong position is k.
+    Rows whose greedy output did not stop (or holds a special token) keep their answer and are not
+    selected. Seed, noise length and decoding limit are kept, so every row keeps its noise.
+    `corrupt_at=k` changes answer token k so the first wrong position is k.
     """
     kv = run_cells(model, cells, engine="kv", token_budget=10_000)
-    out = []
+    out, selected = [], []
     for cell, o in zip(cells, kv):
-        tok = cell.tokenizer
-        probs = []
-        for r, (prompt, pred, stopped) in enumerate(zip(cell.prompts_text, o.predictions, o.stopped)):
-            if not stopped or any(ch in " ?" for ch in pred):
-                continue
-            ans = pred
-            if corrupt_at is not None:
-                if corrupt_at >= len(ans):
-                    continue
-                ch = ans[corrupt_at]
-                ans = ans[:corrupt_at] + ("5" if ch != "5" else "6") + ans[corrupt_at + 1:]
-            probs.append(Problem(prompt, ans))
-        if probs:
-            out.append(prepare_cell(cell.cell, probs, tok, 0))
-    return out
+        answers, sel = list(cell.answers_text), []
+        for r, (pred, stopped) in enumerate(zip(o.predictions, o.stopped)):
+            usable = stopped and not any(ch in " \ufffd" for ch in pred)
+            if usable and corrupt_at is not None:
+                usable = corrupt_at < len(pred)
+                if usable:
+                    ch = pred[corrupt_at]
+                    pred = pred[:corrupt_at] + ("5" if ch != "5" else "6") + pred[corrupt_at + 1:]
+            if usable:
+                answers[r] = pred
+            sel.append(usable)
+        out.append(dataclasses.replace(cell, answers_text=answers,
+                                       targets=[cell.tokenizer.encode(a, eos=True) for a in answers]))
+        selected.append(sel)
+    assert any(any(s) for s in selected), "no usable greedy output stopped with EOS"
+    return out, selected
+
+
+def picked(outcomes, selected, attr):
+    return [v for o, sel in zip(outcomes, selected) for v, s in zip(getattr(o, attr), sel) if s]
 
 
 @pytest.mark.parametrize("positions", POSITIONS)
@@ -105,50 +143,55 @@ def test_engines_agree_per_problem_on_random_models(task, positions):
 @pytest.mark.parametrize("task", ["add", "mul", "sort"])
 def test_own_greedy_output_is_scored_correct_by_every_engine(task, positions):
     vocab = tokenizer_for(task).vocab_size
-    model = build(positions, vocab=vocab, seed=7, eos_bias=2.5, layers=2, recurrences=2, injection="first")
-    cells = self_targets(model, prepared(task, TASK_CELLS[task], count=8))
-    assert cells, "no greedy output stopped with EOS; raise eos_bias"
+    cells = prepared(task, TASK_CELLS[task], count=8)
+    model = stopping_model(positions, cells, vocab=vocab, seed=7, layers=2, recurrences=2, injection="first")
+    cells, sel = self_targets(model, cells)
     for require_eos in (True, False):
         res = run_all(model, cells, require_eos=require_eos)
+        assert verdicts(res["teacher"]) == verdicts(res["kv"]) == verdicts(res["naive"])
         for e in ENGINES:
-            assert all(all(o.correct) for o in res[e]), (e, require_eos)
-            assert all(fw == -1 for o in res[e] for fw in o.first_wrong)
-            assert all(all(o.first_correct) for o in res[e])
+            assert all(picked(res[e], sel, "correct")), (e, require_eos)
+            assert set(picked(res[e], sel, "first_wrong")) == {-1}
+            if require_eos:  # (without the EOS an empty answer has no first token to be right about)
+                assert all(picked(res[e], sel, "first_correct"))
 
 
 @pytest.mark.parametrize("k", [0, 1])
 def test_first_wrong_position_is_the_corrupted_token(k):
-    model = build("abacus", seed=7, eos_bias=2.5)
-    cells = self_targets(model, prepared("add", [(2, 2), (3, 3), (4, 4)], count=10), corrupt_at=k)
-    assert cells
+    cells = prepared("add", [(2, 2), (3, 3), (4, 4)], count=10)
+    model = stopping_model("abacus", cells, seed=7)
+    cells, sel = self_targets(model, cells, corrupt_at=k)
     res = run_all(model, cells)
     for e in ENGINES:
-        assert [fw for o in res[e] for fw in o.first_wrong] == [k] * sum(o.n for o in res[e]), e
-        assert all(not c for o in res[e] for c in o.correct)
-        assert all(fc == (k != 0) for o in res[e] for fc in o.first_correct)
+        assert set(picked(res[e], sel, "first_wrong")) == {k}, e
+        assert not any(picked(res[e], sel, "correct"))
+        assert set(picked(res[e], sel, "first_correct")) == {k != 0}
 
 
 def test_sorting_ignores_the_eos_unless_required():
-    model = build("abacus", vocab=118, seed=7, eos_bias=2.5)
-    cells = self_targets(model, prepared("sort", [(1, 2), (2, 3)], count=8))
-    # append one more label-like token to each target's text: the model stops before it
-    longer = [prepare_cell(c.cell, [Problem(p, a[:-1]) for p, a in zip(c.prompts_text, c.answers_text) if a],
-                           c.tokenizer, 0) for c in cells]
-    longer = [c for c in longer if c.n]
-    assert longer
-    # a prefix target: the first len(a) tokens match, the EOS does not come next
+    cells = prepared("sort", [(1, 2), (2, 3)], count=8)
+    model = stopping_model("abacus", cells, vocab=118, seed=7)
+    cells, sel = self_targets(model, cells)
+    # drop the last answer token: the first len(a) tokens still match, but EOS does not come next
+    cut = []
+    for c, s in zip(cells, sel):
+        answers = [a[:-1] if keep and len(a) > 1 else a for a, keep in zip(c.answers_text, s)]
+        cut.append(dataclasses.replace(c, answers_text=answers, targets=[c.tokenizer.encode(a, eos=True) for a in answers]))
+    sel = [[keep and len(a) > 1 for a, keep in zip(c.answers_text, s)] for c, s in zip(cells, sel)]
+    assert any(any(s) for s in sel)
     for e in ENGINES:
-        lax = run_cells(model, longer, engine=e, require_eos=False)
-        strict = run_cells(model, longer, engine=e, require_eos=True)
-        assert all(all(o.correct) for o in lax), e
-        assert not any(any(o.correct) for o in strict), e
-        assert all(fw == len(a) for o, c in zip(strict, longer) for fw, a in zip(o.first_wrong, c.answers_text))
+        lax = run_cells(model, cut, engine=e, require_eos=False)
+        strict = run_cells(model, cut, engine=e, require_eos=True)
+        assert all(picked(lax, sel, "correct")), e
+        assert not any(picked(strict, sel, "correct")), e
+        want = [len(a) for c, s in zip(cut, sel) for a, keep in zip(c.answers_text, s) if keep]
+        assert picked(strict, sel, "first_wrong") == want
 
 
 def test_packing_and_budget_do_not_change_verdicts():
-    model = build("abacus+rope", seed=3, eos_bias=2.5)
-    cells = prepared("add", [(1, 1), (2, 5), (5, 2), (6, 6)], count=6) + self_targets(
-        model, prepared("add", [(3, 2)], count=6))
+    own = prepared("add", [(3, 2)], count=6)
+    model = stopping_model("abacus+rope", own, seed=3)
+    cells = prepared("add", [(1, 1), (2, 5), (5, 2), (6, 6)], count=6) + self_targets(model, own)[0]
     base = verdicts(run_cells(model, cells, engine="teacher", token_budget=10_000))
     for budget in (1, 17, 200):
         for e in ENGINES:
@@ -187,8 +230,9 @@ def test_noise_changes_outputs_when_the_state_is_random():
 
 
 def test_score_teacher_forced_on_a_stream_batch_matches_the_engine():
-    model = build("abacus", seed=11, eos_bias=2.5)
-    cells = self_targets(model, prepared("add", [(2, 3)], count=10)) + prepared("add", [(2, 3)], count=10)
+    own = prepared("add", [(2, 3)], count=10)
+    model = stopping_model("abacus", own, seed=11)
+    cells = self_targets(model, own)[0] + prepared("add", [(3, 2)], count=10)
     problems = [Problem(p, a) for c in cells for p, a in zip(c.prompts_text, c.answers_text)]
     batch = encode_problems(problems, get_tokenizer("pad"))
     noise = torch.cat([cell_noise(model.cfg, c.seed, c.n, c.noise_len, "cpu") for c in cells])

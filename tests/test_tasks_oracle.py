@@ -113,7 +113,8 @@ def check_or(prompt: str, answer: str, i: int | None = None, j: int | None = Non
     if i is not None:
         assert len(u) == i and len(v) == j
     width = max(len(u), len(v))
-    expected = "".join(str(int(x) | int(y)) for x, y in zip(u.ljust(width, "0"), v.ljust(width, "0")))
+    padded = zip(u.ljust(width, "0"), v.ljust(width, "0"), strict=True)
+    expected = "".join(str(int(x) | int(y)) for x, y in padded)
     assert answer == expected
     assert (u + v).count("1") == 1 and answer.count("1") == 1
     assert ("1" in u) == (len(u) < len(v)) or len(u) == len(v)

@@ -32,6 +32,7 @@ from abacus_ray.tasks.tokenizer import PAD
 
 ENGINES = ("teacher", "kv", "naive")
 SPARE_TOKENS = 2
+SPECIAL_CHAR = "\ufffd"  # how UNK/BOS print in predictions
 
 
 @dataclass
@@ -256,8 +257,9 @@ def run_cells(model, prepared: Sequence[PreparedCell], *, engine: str = "teacher
 
 
 def render(tokenizer, ids: Sequence[int]) -> str:
-    """Text of generated ids before EOS; PAD prints as a space (its text form), UNK/BOS as '?', so a
-    prediction's text never hides a token the way `Tokenizer.decode` (which drops specials) would."""
+    """Text of generated ids before EOS; PAD prints as a space (its text form), UNK/BOS and unknown ids
+    as U+FFFD (in no vocabulary), so a prediction's text never hides a token the way
+    `Tokenizer.decode`, which drops specials, would."""
     table = tokenizer.id_to_char()
-    table[0], table[1], table[2] = " ", "?", "?"
-    return "".join(table[t] if 0 <= t < len(table) else "?" for t in ids)
+    table[0], table[1], table[2] = " ", SPECIAL_CHAR, SPECIAL_CHAR
+    return "".join(table[t] if 0 <= t < len(table) else SPECIAL_CHAR for t in ids)

@@ -24,9 +24,10 @@ from abacus_ray.tasks.formats import (
     digit_count,
     hint_starts,
     hinted_problem,
-    random_padding,
+    pad_with_counts,
+    padding_counts,
 )
-from abacus_ray.tasks.randomness import bounded, digits, leading_digits, unit
+from abacus_ray.tasks.randomness import bounded, digits, leading_digits
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS
 
 ARITHMETIC_TASKS = ("add", "sub", "mul", "addsub")
@@ -128,7 +129,7 @@ def _row_texts(digit_matrix: np.ndarray, lengths: np.ndarray) -> list[str]:
     """Row r's first lengths[r] digits as a string, in matrix (reversed-number) order."""
     width = digit_matrix.shape[1]
     flat = (digit_matrix + ord("0")).astype(np.uint8).tobytes().decode("ascii")
-    return [flat[k : k + n] for k, n in zip(range(0, len(flat), width), lengths.tolist())]
+    return [flat[k : k + n] for k, n in zip(range(0, len(flat), width), lengths.tolist(), strict=True)]
 
 
 def arithmetic_problems(task: str, i, j, words: np.ndarray, *, index_hints: str = "none",
@@ -146,24 +147,30 @@ def arithmetic_problems(task: str, i, j, words: np.ndarray, *, index_hints: str 
     b_texts = _row_texts(operand_digits(words, j, i, int(j.max())), j)
     r_all = np.arange(rows)
     ops = operators(task, words[r_all, i + j]).tolist()
-    hint_words = words[r_all, i + j + 1]
-    uniforms = unit(pad_words) if pad_p > 0 else None
-    out = []
-    for r, (a, b, op) in enumerate(zip(a_texts, b_texts, ops)):
+    answers = []
+    for a, b, op in zip(a_texts, b_texts, ops, strict=True):
         x, y = int_from_text(a[::-1]), int_from_text(b[::-1])
-        value = x + y if op == "+" else x - y if op == "-" else x * y
-        answer = reversed_answer(value)
-        if index_hints == "none":
-            problem = Problem(f"{a}{op}{b}=", answer)
+        answers.append(reversed_answer(x + y if op == "+" else x - y if op == "-" else x * y))
+    if index_hints == "none":
+        rows_text = zip(a_texts, b_texts, ops, answers, strict=True)
+        problems = [Problem(f"{a}{op}{b}=", c) for a, b, op, c in rows_text]
+    else:
+        if hint_start is None:
+            needed = np.maximum(np.maximum(i, j), [digit_count(c) for c in answers])
+            starts = bounded(words[r_all, i + j + 1], _hint_start_choices(needed, index_hints)).tolist()
         else:
-            needed = max(len(a), len(b), digit_count(answer))
-            start = hint_start
-            if start is None:
-                start = int(bounded(hint_words[r], hint_starts(needed, index_hints)))
-            elif index_hints == "noncyclic" and start + needed > len(HINT_SYMBOLS):
-                raise ValueError(f"hint_start: {start} + {needed} hints would wrap around the symbol list")
-            problem = hinted_problem(a, op, b, answer, start)
-        if uniforms is not None:
-            problem = random_padding(problem, uniforms[r], pad_p)
-        out.append(problem)
-    return out
+            most = max_hints(task, int(i.max()), int(j.max()))
+            if index_hints == "noncyclic" and hint_start + most > len(HINT_SYMBOLS):
+                raise ValueError(f"hint_start: {hint_start} + up to {most} hints would wrap around the "
+                                 f"{len(HINT_SYMBOLS)} symbols")
+            starts = [hint_start] * rows
+        rows_text = zip(a_texts, ops, b_texts, answers, starts, strict=True)
+        problems = [hinted_problem(a, op, b, c, start) for a, op, b, c, start in rows_text]
+    if pad_p > 0:
+        problems = list(map(pad_with_counts, problems, padding_counts(pad_words, pad_p)))
+    return problems
+
+
+def _hint_start_choices(needed: np.ndarray, mode: str) -> np.ndarray:
+    """Per-row number of admissible hint starts (`hint_starts` for each row's hint count)."""
+    return np.asarray([hint_starts(int(k), mode) for k in needed], dtype=np.int64)

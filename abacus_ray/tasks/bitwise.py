@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from abacus_ray.tasks.formats import Problem, random_padding
-from abacus_ray.tasks.randomness import bounded, unit
+from abacus_ray.tasks.formats import Problem, pad_with_counts, padding_counts
+from abacus_ray.tasks.randomness import bounded
 
 FIXED_WORDS = 2
 
@@ -48,14 +48,14 @@ def or_problems(i: int, j: int, words: np.ndarray, *, exhaustive: bool = False,
     else:
         indices = bounded(words[:, 0], k).astype(np.int64).tolist()
     coins = bounded(words[:, 1], 2).tolist()
-    pad_uniforms = unit(pad_words) if pad_p > 0 else None
+    pad_counts = padding_counts(pad_words, pad_p) if pad_p > 0 else None
     out = []
     for r, t in enumerate(indices):
         u_holds_one = i < j or (i == j and coins[r] == 0)
         u = _one_hot(i, t) if u_holds_one else "0" * i
         v = "0" * j if u_holds_one else _one_hot(j, t)
         problem = Problem(f"{u}+{v}=", _one_hot(max(i, j), t))
-        if pad_uniforms is not None:
-            problem = random_padding(problem, pad_uniforms[r], pad_p)
+        if pad_counts is not None:
+            problem = pad_with_counts(problem, pad_counts[r])
         out.append(problem)
     return out

@@ -14,7 +14,7 @@ random padding unless `pad_p` is given.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from abacus_ray.tasks.formats import Problem
 from abacus_ray.tasks.problems import cell_problems

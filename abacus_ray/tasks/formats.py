@@ -13,10 +13,12 @@ without EOS, which the encoder appends. The variants rewrite a finished problem:
 
 from __future__ import annotations
 
+from operator import add
 from typing import NamedTuple
 
 import numpy as np
 
+from abacus_ray.tasks.randomness import unit
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS
 
 
@@ -29,6 +31,7 @@ class Problem(NamedTuple):
 
 HINT_MODES = ("none", "cyclic", "noncyclic")
 _DIGITS = frozenset("0123456789")
+_HINT_RING = "".join(HINT_SYMBOLS)
 
 
 def digit_count(text: str) -> int:
@@ -52,18 +55,19 @@ def hint_starts(needed: int, mode: str) -> int:
     raise ValueError(f"index_hints: {mode!r} is not one of {', '.join(HINT_MODES)}")
 
 
-def with_hints(number: str, start: int) -> str:
-    """`number` (reversed) with symbol h_t = HINT_SYMBOLS[(start + t) % 102] before its t-th digit.
+def hint_run(start: int, count: int) -> str:
+    """The hint symbols h_0..h_{count-1} of a sequence starting at list position `start`, wrapping."""
+    ring = _HINT_RING * ((start + count) // len(_HINT_RING) + 1)
+    return ring[start : start + count]
 
-    A non-digit (the trailing '-' of a negative reversed answer) gets no hint.
+
+def with_hints(number: str, start: int) -> str:
+    """`number` (reversed digits, maybe a trailing '-') with hint h_t before its t-th digit.
+
+    The trailing '-' of a negative reversed answer is not a digit and gets no hint.
     """
-    out, t = [], 0
-    for ch in number:
-        if ch in _DIGITS:
-            out.append(HINT_SYMBOLS[(start + t) % len(HINT_SYMBOLS)])
-            t += 1
-        out.append(ch)
-    return "".join(out)
+    end = len(number) - 1 if number.endswith("-") else len(number)
+    return "".join(map(add, hint_run(start, end), number[:end])) + number[end:]
 
 
 def hinted_problem(a: str, op: str, b: str, answer: str, start: int) -> Problem:
@@ -86,9 +90,28 @@ def pad_thresholds(p: float) -> np.ndarray:
 
 
 def space_counts(uniforms: np.ndarray, p: float) -> np.ndarray:
-    """Spaces to insert before each character, one uniform per character (same law as the official loop)."""
-    thresholds = pad_thresholds(p)
-    return (np.asarray(uniforms)[..., None] < thresholds).sum(-1)
+    """Spaces to insert before each character, one uniform per character (same law as the official loop).
+
+    The count is the number of thresholds P(>= k) above the uniform: k spaces with probability
+    P(>= k) - P(>= k+1), exactly as the sequential "while U < q" draws give.
+    """
+    ascending = pad_thresholds(p)[::-1]
+    return len(ascending) - np.searchsorted(ascending, np.asarray(uniforms), side="right")
+
+
+def padding_counts(pad_words: np.ndarray, p: float) -> list[list[int]]:
+    """Spaces before each character for a whole matrix of padding words (one word per character)."""
+    return space_counts(unit(pad_words), p).tolist()
+
+
+def pad_with_counts(problem: Problem, counts) -> Problem:
+    """Insert counts[c] spaces before character c of prompt + answer (answer's own spaces stay in it)."""
+    line = problem.prompt + problem.answer
+    if len(counts) < len(line):
+        raise ValueError(f"counts: need {len(line)} entries, got {len(counts)}")
+    padded = [" " * k + ch if k else ch for ch, k in zip(line, counts, strict=False)]
+    cut = len(problem.prompt)
+    return Problem("".join(padded[:cut]), "".join(padded[cut:]))
 
 
 def random_padding(problem: Problem, uniforms: np.ndarray, p: float) -> Problem:
@@ -96,10 +119,7 @@ def random_padding(problem: Problem, uniforms: np.ndarray, p: float) -> Problem:
 
     Spaces before the answer's first character belong to the answer (they follow "=").
     """
-    line = problem.prompt + problem.answer
-    if len(uniforms) < len(line):
-        raise ValueError(f"uniforms: need {len(line)} draws, got {len(uniforms)}")
-    counts = space_counts(uniforms[: len(line)], p).tolist()
-    padded = [" " * k + ch for ch, k in zip(line, counts)]
-    cut = len(problem.prompt)
-    return Problem("".join(padded[:cut]), "".join(padded[cut:]))
+    line_length = len(problem.prompt) + len(problem.answer)
+    if len(uniforms) < line_length:
+        raise ValueError(f"uniforms: need {line_length} draws, got {len(uniforms)}")
+    return pad_with_counts(problem, space_counts(uniforms[:line_length], p).tolist())

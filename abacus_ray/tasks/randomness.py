@@ -10,8 +10,8 @@ a known counter position, so
 * asking for fewer problems gives a prefix of asking for more.
 
 Each word is mapped to a value with a multiply-shift (`bounded`): a value's probability is off by less
-than 2**-44 for any range up to 2**20 (digits, a label start, a one-hot index, a coin). Words are drawn as raw output, one per choice,
-so the consumption never depends on the values drawn.
+than 2**-44 for any range up to 2**20 (digits, a label start, a one-hot index, a coin). Words are
+drawn as raw output, one per choice, so the consumption never depends on the values drawn.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from abacus_ray.tasks.arithmetic import int_from_text, operand_digits
-from abacus_ray.tasks.formats import Problem, random_padding
-from abacus_ray.tasks.randomness import bounded, unit
+from abacus_ray.tasks.formats import Problem, pad_with_counts, padding_counts
+from abacus_ray.tasks.randomness import bounded
 from abacus_ray.tasks.tokenizer import SORT_LABELS
 
 
@@ -49,7 +49,7 @@ def sort_problems(d: int, m: int, words: np.ndarray, *, pad_p: float = 0.0,
     digit_rows = operand_digits(elements[:, 1:], counts, 0, d)
     flat = (digit_rows + ord("0")).astype(np.uint8).tobytes().decode("ascii")
     counts = counts.tolist()
-    pad_uniforms = unit(pad_words) if pad_p > 0 else None
+    pad_counts = padding_counts(pad_words, pad_p) if pad_p > 0 else None
     out = []
     for r in range(rows):
         labels = [SORT_LABELS[(starts[r] + e) % len(SORT_LABELS)] for e in range(m)]
@@ -59,9 +59,9 @@ def sort_problems(d: int, m: int, words: np.ndarray, *, pad_p: float = 0.0,
             texts.append(flat[k * d : k * d + counts[k]])
         values = [int_from_text(t[::-1]) for t in texts]
         order = sorted(range(m), key=values.__getitem__)  # stable: ties keep input order
-        prompt = ",".join(f"{label}:{text}" for label, text in zip(labels, texts)) + "="
+        prompt = ",".join(f"{label}:{text}" for label, text in zip(labels, texts, strict=True)) + "="
         problem = Problem(prompt, ",".join(labels[e] for e in order))
-        if pad_uniforms is not None:
-            problem = random_padding(problem, pad_uniforms[r], pad_p)
+        if pad_counts is not None:
+            problem = pad_with_counts(problem, pad_counts[r])
         out.append(problem)
     return out

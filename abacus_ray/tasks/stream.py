@@ -7,9 +7,10 @@ the fly instead, as a pure function of (task config, seed, micro-batch index):
 * sample g of the global sequence (g = index * global_size + row) belongs to pair number g mod P,
   pairs in i-major loop order: (i, j) for 1 <= i, j <= n (for sorting, max digits x array length);
   so every P consecutive samples hold each pair exactly once, as in the bucket method;
-* operands are fresh random words from a Philox stream keyed on (task, seed, index), row r at a fixed
-  counter (random padding reads a second stream, so it never changes the operands), so a resumed trial sees exactly the data it would have seen and rank r of a DDP job draws
-  only its rows [r * size, (r + 1) * size) of the global micro-batch;
+* operands are fresh random words from a Philox stream keyed on (task, seed, index), row r at a
+  fixed counter (random padding reads a second stream, so it never changes the operands): a resumed
+  trial sees exactly the data it would have seen, and rank r of a DDP job draws only its rows
+  [r * size, (r + 1) * size) of the global micro-batch;
 * a batch is padded to its own longest row, not to a dataset-wide maximum.
 
 Plain +, -, x and +/- batches take the vectorised fast path (`digit_arithmetic`); index hints,
@@ -19,8 +20,9 @@ Both paths give identical batches for the same task.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -51,7 +53,7 @@ class Batch(NamedTuple):
         return Batch(*(t.to(device, non_blocking=non_blocking) for t in self))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _code_point_table(tokenizer: Tokenizer) -> np.ndarray:
     """Unicode code point -> token id (-1 = not in the vocabulary), for vectorised encoding."""
     chars = tokenizer.id_to_char()
@@ -121,7 +123,8 @@ class TrainStream:
         """P: one full stratified pass is P consecutive samples."""
         return len(self._first)
 
-    def pairs(self, index: int, size: int, rank: int = 0, world_size: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    def pairs(self, index: int, size: int, rank: int = 0,
+              world_size: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """(i, j) of each row of `batch(index, size, rank, world_size)`."""
         index, size, rank, world_size = self._check(index, size, rank, world_size)
         g = index * size * world_size + rank * size + np.arange(size, dtype=np.int64)
@@ -171,6 +174,6 @@ class TrainStream:
             a, b = int(i[rows[0]]), int(j[rows[0]])
             made = problems_from_words(t.name, a, b, words[rows], index_hints=t.index_hints, pad_p=t.pad_p,
                                        pad_words=None if pads is None else pads[rows])
-            for r, problem in zip(rows.tolist(), made):
+            for r, problem in zip(rows.tolist(), made, strict=True):
                 out[r] = problem
         return out

@@ -1,0 +1,116 @@
+"""`abacus-ray train`: train one model on this machine until its budget is spent.
+
+Checkpoints go to `--out DIR` as numbered directories `DIR/step-NNNNNNNNN/` (the newest two are
+kept; the highest is the latest). `--resume` continues from DIR's latest checkpoint with the config
+stored there (plus any `--set` overrides, e.g. a longer `train.max_steps`); without it, DIR must not
+hold checkpoints yet. A progress line (samples/s, loss, budget spent, ETA) goes to stderr: updated in
+place on a terminal, one line per report otherwise. The final checkpoint path and model id go to
+stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from abacus_ray.cli import CLIError, add_config_args, config_from_args
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("train", help="train a model (budgeted, checkpointed, resumable)", description=__doc__)
+    add_config_args(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="checkpoint directory (step-* subdirectories)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from DIR's latest checkpoint and its stored config (--set still applies)")
+    p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda or cuda:N")
+    p.set_defaults(func=handler)
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def progress_text(m: dict) -> str:
+    """One human line of a training report."""
+    parts = [f"step {m['step']:,}", f"{m['samples']:,} samples", f"{m['samples_per_s']:,.0f} samples/s",
+             f"loss {m['loss']:.4f}", f"lr {m['lr']:.2e}", f"batch {m['batch_size']}",
+             f"budget {100 * min(m['budget_fraction'], 1.0):.1f}% ({m['device_hours']:.4f} device-h)",
+             f"ETA {_clock(m['eta_s'])}"]
+    if "mfu" in m:
+        parts.append(f"MFU {100 * m['mfu']:.1f}%")
+    return " | ".join(parts)
+
+
+class ProgressLine:
+    """Prints reports to `stream`: `\\r`-rewritten on a TTY, one line each otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.width = 0
+
+    def __call__(self, metrics: dict) -> None:
+        text = progress_text(metrics)
+        if metrics.get("checkpoint"):
+            text += f" | saved {Path(metrics['checkpoint']).name}"
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+            if metrics.get("final"):
+                self.stream.write("\n")
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def _device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise CLIError(f"--device: {name!r} is not a device (auto, cpu, cuda, cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise CLIError(f"--device: {name} requested but CUDA is not available")
+    return name
+
+
+def handler(args: argparse.Namespace) -> int:
+    from abacus_ray.config import ExperimentConfig
+    from abacus_ray.training.checkpoint import CONFIG_FILE, latest_checkpoint, read_json
+    from abacus_ray.training.loop import train
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out: {out} exists and is not a directory")
+    latest = latest_checkpoint(out)
+    if args.resume:
+        if latest is None:
+            raise CLIError(f"--resume: no checkpoint under {out}")
+        cfg = ExperimentConfig.from_dict(read_json(latest / CONFIG_FILE)).with_overrides(args.overrides)
+    else:
+        if latest is not None:
+            raise CLIError(f"--out: {out} already holds checkpoints (latest {latest.name}); pass --resume to "
+                           "continue it or choose another directory")
+        cfg = config_from_args(args)
+    device = _device(args.device)
+    m, t, tc = cfg.model, cfg.task, cfg.train
+    limits = [f"{tc.budget_hours:g} device-h"] + ([f"{tc.max_steps:,} steps"] if tc.max_steps else []) + \
+             ([f"{tc.max_samples:,} samples"] if tc.max_samples else [])
+    print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} {m.positions}, "
+          f"on {device}; budget {' or '.join(limits)}"
+          + (f"; resuming {latest}" if args.resume else ""), file=sys.stderr, flush=True)
+    result = train(cfg, device, report=ProgressLine(sys.stderr), checkpoint_dir=out,
+                   resume_from=latest if args.resume else None)
+    print(f"checkpoint: {result.checkpoint}")
+    print(f"model_id: {result.model_id}")
+    return 0
