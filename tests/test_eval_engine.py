@@ -25,6 +25,7 @@ from abacus_ray.tasks.stream import TrainStream, encode_problems
 from abacus_ray.tasks.tokenizer import EOS, get_tokenizer
 
 ENGINES = ("teacher", "kv", "naive")
+SPACE_ID = 18  # the never-emitted space id of every vocabulary (spec §1.1)
 # small cells per task; sorting's prompt length varies inside a cell, so KV groups split cells
 TASK_CELLS = {
     "add": [(1, 2), (3, 3), (4, 2)],
@@ -53,11 +54,14 @@ def build(positions: str = "abacus", *, layers=1, recurrences=2, injection="ever
 
 
 class StopAfter(torch.nn.Module):
-    """A random model that emits EOS right after it has emitted `trigger`: its EOS logit gets +100 at
-    every position whose input token is `trigger`. A function of each position's own logits and token,
-    so it is causal and the same under full forwards and a KV cache, and greedy outputs stop early."""
+    """A random model that never emits PAD/UNK/BOS/space and emits EOS right after it has emitted `trigger`.
 
-    def __init__(self, inner: ArithmeticTransformer, trigger: int):
+    Its logits get -100 on the three specials everywhere, and +100 on EOS at every position whose
+    input token is `trigger`: a function of each position's own logits and token, so it stays causal
+    and identical under full forwards and a KV cache, while greedy outputs become printable and stop.
+    """
+
+    def __init__(self, inner: ArithmeticTransformer, trigger: int | None):
         super().__init__()
         self.inner, self.trigger = inner, trigger
         self.cfg, self.vocab_size = inner.cfg, inner.vocab_size
@@ -66,20 +70,22 @@ class StopAfter(torch.nn.Module):
         return self.inner.new_cache()
 
     def forward(self, input_ids, **kw):
-        logits = self.inner(input_ids, **kw)
-        boost = 100.0 * (input_ids == self.trigger).to(logits.dtype)
-        logits = logits.clone()
-        logits[..., EOS] += boost if logits.dim() == 3 else boost[None]
+        logits = self.inner(input_ids, **kw).clone()
+        logits[..., :EOS] -= 100.0
+        logits[..., SPACE_ID] -= 100.0
+        if self.trigger is not None:
+            boost = 100.0 * (input_ids == self.trigger).to(logits.dtype)
+            logits[..., EOS] += boost if logits.dim() == 3 else boost[None]
         return logits
 
 
 def stopping_model(positions: str, cells: list[PreparedCell], **kw) -> StopAfter:
-    """`build(...)` wrapped so that its most frequent first greedy token ends the answer."""
+    """`build(...)` wrapped so that the most frequent token of its greedy outputs ends the answer."""
     inner = build(positions, **kw)
-    first = [p[0] for o in run_cells(inner, cells, engine="kv", token_budget=10_000) for p in o.predictions
-             if p and p[0] not in " \ufffd"]
-    assert first, "every greedy output is empty"
-    trigger = cells[0].tokenizer.token_id(max(set(first), key=first.count))
+    seen = [ch for o in run_cells(StopAfter(inner, None), cells, engine="kv", token_budget=10_000)
+            for p in o.predictions for ch in p]
+    assert seen, "every greedy output is empty"
+    trigger = cells[0].tokenizer.token_id(max(sorted(set(seen)), key=seen.count))
     return StopAfter(inner, trigger).eval()
 
 
