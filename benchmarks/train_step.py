@@ -28,8 +28,8 @@ from abacus_ray.training.loop import train  # noqa: E402
 def measure(preset_name: str, overrides: list[str], device: str, warmup: int, steps: int) -> dict:
     fixed = [f"train.max_steps={warmup + steps}", "train.budget_hours=1e6", "train.batch_ramp=0",
              "train.report_every_s=1e-9", "train.checkpoint_every_min=1e9"]
-    cfg = preset(preset_name, overrides + fixed)
-    cfg = cfg.with_overrides({"train.global_batch": cfg.train.micro_batch})
+    micro = preset(preset_name, overrides).train.micro_batch
+    cfg = preset(preset_name, overrides + fixed + [f"train.global_batch={micro}"])
     reports: list[dict] = []
     train(cfg, device, report=reports.append)
     by_step = {r["step"]: r for r in reports if not r["final"]} | {reports[-1]["step"]: reports[-1]}

@@ -12,7 +12,13 @@ import torch
 import torch.nn.functional as F
 
 from abacus_ray.evaluation.decoding import greedy_kv, greedy_naive, greedy_per_recurrence, match
-from abacus_ray.evaluation.engine import PreparedCell, decode_limit, prepare_cell, run_cells
+from abacus_ray.evaluation.engine import (
+    PreparedCell,
+    decode_limit,
+    predictions_per_recurrence,
+    prepare_cell,
+    run_cells,
+)
 from abacus_ray.evaluation.grids import Cell
 from abacus_ray.evaluation.noise import cell_noise, cell_seed
 from abacus_ray.evaluation.teacher_forcing import score_teacher_forced
@@ -111,9 +117,9 @@ def self_targets(model, cells: list[PreparedCell], corrupt_at: int | None = None
     """
     kv = run_cells(model, cells, engine="kv", token_budget=10_000)
     out, selected = [], []
-    for cell, o in zip(cells, kv):
+    for cell, o in zip(cells, kv, strict=True):
         answers, sel = list(cell.answers_text), []
-        for r, (pred, stopped) in enumerate(zip(o.predictions, o.stopped)):
+        for r, (pred, stopped) in enumerate(zip(o.predictions, o.stopped, strict=True)):
             usable = stopped and not any(ch in " \ufffd" for ch in pred)
             if usable and corrupt_at is not None:
                 usable = corrupt_at < len(pred)
@@ -131,7 +137,7 @@ def self_targets(model, cells: list[PreparedCell], corrupt_at: int | None = None
 
 
 def picked(outcomes, selected, attr):
-    return [v for o, sel in zip(outcomes, selected) for v, s in zip(getattr(o, attr), sel) if s]
+    return [v for o, sel in zip(outcomes, selected, strict=True) for v, s in zip(getattr(o, attr), sel, strict=True) if s]
 
 
 @pytest.mark.parametrize("positions", POSITIONS)
@@ -180,17 +186,17 @@ def test_sorting_ignores_the_eos_unless_required():
     cells, sel = self_targets(model, cells)
     # drop the last answer token: the first len(a) tokens still match, but EOS does not come next
     cut = []
-    for c, s in zip(cells, sel):
-        answers = [a[:-1] if keep and len(a) > 1 else a for a, keep in zip(c.answers_text, s)]
+    for c, s in zip(cells, sel, strict=True):
+        answers = [a[:-1] if keep and len(a) > 1 else a for a, keep in zip(c.answers_text, s, strict=True)]
         cut.append(dataclasses.replace(c, answers_text=answers, targets=[c.tokenizer.encode(a, eos=True) for a in answers]))
-    sel = [[keep and len(a) > 1 for a, keep in zip(c.answers_text, s)] for c, s in zip(cells, sel)]
+    sel = [[keep and len(a) > 1 for a, keep in zip(c.answers_text, s, strict=True)] for c, s in zip(cells, sel, strict=True)]
     assert any(any(s) for s in sel)
     for e in ENGINES:
         lax = run_cells(model, cut, engine=e, require_eos=False)
         strict = run_cells(model, cut, engine=e, require_eos=True)
         assert all(picked(lax, sel, "correct")), e
         assert not any(picked(strict, sel, "correct")), e
-        want = [len(a) for c, s in zip(cut, sel) for a, keep in zip(c.answers_text, s) if keep]
+        want = [len(a) for c, s in zip(cut, sel, strict=True) for a, keep in zip(c.answers_text, s, strict=True) if keep]
         assert picked(strict, sel, "first_wrong") == want
 
 
@@ -239,7 +245,7 @@ def test_score_teacher_forced_on_a_stream_batch_matches_the_engine():
     own = prepared("add", [(2, 3)], count=10)
     model = stopping_model("abacus", own, seed=11)
     cells = self_targets(model, own)[0] + prepared("add", [(3, 2)], count=10)
-    problems = [Problem(p, a) for c in cells for p, a in zip(c.prompts_text, c.answers_text)]
+    problems = [Problem(p, a) for c in cells for p, a in zip(c.prompts_text, c.answers_text, strict=True)]
     batch = encode_problems(problems, get_tokenizer("pad"))
     noise = torch.cat([cell_noise(model.cfg, c.seed, c.n, c.noise_len, "cpu") for c in cells])
     noise = torch.nn.functional.pad(noise, (0, 0, 0, max(0, batch.input_ids.shape[1] - noise.shape[1])))
@@ -294,7 +300,16 @@ def test_briefly_trained_model_engines_agree_and_some_problems_are_right():
     res = run_all(model, cells)
     assert verdicts(res["teacher"]) == verdicts(res["kv"]) == verdicts(res["naive"])
     assert res["teacher"][0].n_correct > 0
-    for o, c in zip(res["kv"], cells):  # independent check with Python ints
-        for prompt, pred, stopped, ok in zip(c.prompts_text, o.predictions, o.stopped, o.correct):
+    for o, c in zip(res["kv"], cells, strict=True):  # independent check with Python ints
+        for prompt, pred, stopped, ok in zip(c.prompts_text, o.predictions, o.stopped, o.correct, strict=True):
             a, b = prompt[:-1].split("+")
             assert ok == (stopped and pred.isdigit() and int(pred[::-1]) == int(a[::-1]) + int(b[::-1]))
+
+
+def test_predictions_per_recurrence_end_in_the_kv_predictions():
+    model = build("abacus", layers=1, recurrences=3, seed=4, vocab=118)
+    cells = prepared("sort", [(2, 3)], count=5)  # prompts of several lengths
+    texts = predictions_per_recurrence(model, cells[0])
+    assert len(texts) == 3 and all(len(t) == 5 for t in texts)
+    assert texts[-1] == run_cells(model, cells, engine="kv")[0].predictions
+    assert texts[0] != texts[-1]  # intermediate recurrences read differently (a random model)

@@ -44,6 +44,10 @@ def register(subparsers) -> None:
                    help="sorting: also require the EOS (the official metric ignores it)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     p.add_argument("--run-id", default=None, help="optional run id stored in every row")
+    p.add_argument("--flush-every-s", type=float, default=10.0,
+                   help="write a results part at least this often (default 10 s)")
+    p.add_argument("--flush-every-cells", type=int, default=200,
+                   help="... or after this many cells (default 200); a killed run loses at most that much")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=handler)
 
@@ -77,7 +81,8 @@ def handler(args: argparse.Namespace) -> int:
     else:
         grids = [get_grid(name) for name in eval_cfg.grids]
     report = evaluate(args.checkpoints, grids, eval_cfg, args.out, device=args.device, samples=args.samples,
-                      progress=not args.quiet, run_id=args.run_id)
+                      progress=not args.quiet, run_id=args.run_id, flush_every_s=args.flush_every_s,
+                      flush_every_cells=args.flush_every_cells)
     done = sum(report.evaluated.values())
     skipped = sum(report.skipped.values())
     print(f"evaluated {done} cells ({skipped} already present) of {len(report.evaluated)} model(s) into "

@@ -29,10 +29,13 @@ from abacus_ray.configuration import from_dict, to_dict
 from abacus_ray.evaluation.config import EvalConfig
 from abacus_ray.evaluation.grids import Cell, Grid
 from abacus_ray.evaluation.results import done_keys, key_of, rows_table, write_part
-from abacus_ray.evaluation.runner import cell_cost, check_capacity, settings_for, work_units
+from abacus_ray.evaluation.runner import _units as work_units  # noqa: PLC2701 (shared packing)
+from abacus_ray.evaluation.runner import cell_cost, check_capacity, settings_for
 from abacus_ray.training.checkpoint import META_FILE, read_checkpoint_config, read_json, resolve_checkpoint
 
 GPU_SPEEDUP = 20.0  # assumed items/s of a GPU actor relative to a CPU actor, for the static split
+ITEM_TOKENS = 2**18  # teacher-forced tokens per work item: seconds of work, small enough to balance
+ITEM_CELLS = 64
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def plan(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig,
         skipped += len(cells) - len(todo)
         todo_total += len(todo)
         todo.sort(key=lambda c: (c.task, cell_cost(c, eval_cfg.per_cell)))
-        for unit in work_units(todo, eval_cfg.per_cell, 4 * 8192):
+        for unit in work_units(todo, eval_cfg.per_cell, ITEM_TOKENS, ITEM_CELLS):
             items.append({"checkpoint": str(path), "cells": json.dumps([list(c) for c in unit]),
                           "run_id": src.run_id or "", "trial_id": src.trial_id or "",
                           "cost": sum(cell_cost(c, eval_cfg.per_cell) for c in unit)})

@@ -35,7 +35,8 @@ def wilson_interval(k, n, z: float = 1.959963984540054):
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    lo, hi = np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+    lo = np.where(k == 0, 0.0, np.clip(centre - half, 0, 1))  # exact ends (rounding would leave 1 - 1e-16)
+    hi = np.where(k == n, 1.0, np.clip(centre + half, 0, 1))
     if lo.ndim == 0:
         return float(lo), float(hi)
     return lo, hi

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from abacus_ray.evaluation.decoding import greedy_kv, greedy_naive, match
+from abacus_ray.evaluation.decoding import greedy_kv, greedy_naive, greedy_per_recurrence, match
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.noise import cell_noise, cell_seed
+from abacus_ray.evaluation.noise import cell_noise, cell_seed, gather_noise
 from abacus_ray.evaluation.teacher_forcing import teacher_forced
 from abacus_ray.tasks.tokenizer import PAD
 
@@ -135,25 +135,6 @@ def _noise_for(prepared: Sequence[PreparedCell], model, device: torch.device) ->
     return [cell_noise(model.cfg, c.seed, c.n, c.noise_len, device) for c in prepared]
 
 
-def _gather(noises: list[Tensor | None], rows: list[tuple[int, int]], length: int, hidden: int,
-            device: torch.device) -> Tensor | None:
-    """Noise [len(rows), length, hidden] for rows (cell index, row); consecutive rows copy as blocks."""
-    if noises[rows[0][0]] is None:
-        return None
-    out = torch.zeros(len(rows), length, hidden, device=device)
-    b = 0
-    while b < len(rows):
-        c, r = rows[b]
-        e = b
-        while e + 1 < len(rows) and rows[e + 1] == (c, r + (e + 1 - b)):
-            e += 1
-        src = noises[c]
-        n = min(length, src.shape[1])
-        out[b:e + 1, :n] = src[r:r + (e + 1 - b), :n]
-        b = e + 1
-    return out
-
-
 def _chunks(rows: list, cost_len, budget: int):
     """Consecutive chunks of `rows` with len(chunk) * max(cost_len) <= budget (at least one row each)."""
     chunk: list = []
@@ -173,6 +154,89 @@ def _model_device(model) -> torch.device:
     return next(model.parameters()).device
 
 
+class _Verdicts:
+    """Per-problem results of a `run_cells` call, filled batch by batch, plus each cell's share of time."""
+
+    def __init__(self, prepared: Sequence[PreparedCell], engine: str) -> None:
+        self.prepared, self.engine = prepared, engine
+        self.correct = [[False] * c.n for c in prepared]
+        self.first_wrong = [[-1] * c.n for c in prepared]
+        self.first_ok = [[False] * c.n for c in prepared]
+        decoded = engine != "teacher"
+        self.preds = [[""] * c.n for c in prepared] if decoded else None
+        self.stopped = [[False] * c.n for c in prepared] if decoded else None
+        self.seconds = [0.0] * len(prepared)
+
+    def set(self, c: int, r: int, correct: bool, first_wrong: int, first_ok: bool) -> None:
+        self.correct[c][r], self.first_wrong[c][r], self.first_ok[c][r] = correct, first_wrong, first_ok
+
+    def charge(self, rows: list[tuple[int, int]], elapsed: float, cost) -> None:
+        """Split a batch's wall time among its cells in proportion to their rows' `cost(c, r)`."""
+        weights: dict[int, float] = defaultdict(float)
+        for c, r in rows:
+            weights[c] += cost(c, r)
+        total = sum(weights.values()) or 1.0
+        for c, w in weights.items():
+            self.seconds[c] += elapsed * w / total
+
+    def outcomes(self) -> list[CellOutcome]:
+        return [CellOutcome(p.cell, self.engine, self.correct[c], self.first_wrong[c], self.first_ok[c],
+                            self.seconds[c], None if self.preds is None else self.preds[c],
+                            None if self.stopped is None else self.stopped[c], p)
+                for c, p in enumerate(self.prepared)]
+
+
+def _score_teacher(model, prepared, noises, out: _Verdicts, *, budget, recurrences, require_eos, device) -> None:
+    """Rows of all cells, longest cells last, packed into batches of <= budget tokens."""
+    def length(c: int, r: int) -> int:
+        return len(prepared[c].prompts[r]) + len(prepared[c].targets[r])
+
+    order = sorted(range(len(prepared)), key=lambda c: max(length(c, r) for r in range(prepared[c].n)))
+    rows = [(c, r) for c in order for r in range(prepared[c].n)]
+    for chunk in _chunks(rows, lambda row: length(*row), budget):
+        t0 = time.perf_counter()
+        s = max(length(c, r) for c, r in chunk)
+        ids = torch.full((len(chunk), s), PAD, dtype=torch.long)
+        mask = torch.zeros((len(chunk), s), dtype=torch.bool)
+        for b, (c, r) in enumerate(chunk):
+            p, t = prepared[c].prompts[r], prepared[c].targets[r]
+            ids[b, :len(p) + len(t)] = torch.tensor(p + t)
+            mask[b, len(p):len(p) + len(t)] = True
+        noise = gather_noise(noises, chunk, s, model.cfg.hidden, device)
+        res = teacher_forced(model, ids.to(device), mask.to(device), recurrences=recurrences, noise=noise,
+                             require_eos=require_eos)
+        ok, fw, fc = res.correct.tolist(), res.first_wrong.tolist(), res.first_correct.tolist()
+        for b, (c, r) in enumerate(chunk):
+            out.set(c, r, ok[b], fw[b], fc[b])
+        out.charge(chunk, time.perf_counter() - t0, length)
+
+
+def _score_decoded(model, prepared, noises, out: _Verdicts, *, decode, budget, recurrences, require_eos,
+                   device) -> None:
+    """Rows of all cells grouped by prompt length (no attention padding), chunked by the budget."""
+    groups: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for c, cell in enumerate(prepared):
+        for r, p in enumerate(cell.prompts):
+            groups[len(p)].append((c, r))
+    for p_len in sorted(groups):
+        def cost(c: int, r: int, p_len: int = p_len) -> int:
+            return p_len + prepared[c].max_new
+
+        for chunk in _chunks(groups[p_len], lambda row: cost(*row), budget):
+            t0 = time.perf_counter()
+            max_new = max(prepared[c].max_new for c, _ in chunk)
+            ids = torch.tensor([prepared[c].prompts[r] for c, r in chunk], dtype=torch.long, device=device)
+            noise = gather_noise(noises, chunk, p_len + max_new, model.cfg.hidden, device)
+            gen = decode(model, ids, max_new, recurrences=recurrences, noise=noise)
+            m = match(gen.cpu(), [prepared[c].targets[r] for c, r in chunk],
+                      [prepared[c].max_new for c, _ in chunk], require_eos=require_eos)
+            for b, (c, r) in enumerate(chunk):
+                out.set(c, r, m.correct[b], m.first_wrong[b], m.first_correct[b])
+                out.preds[c][r] = render(prepared[c].tokenizer, m.predictions[b])
+                out.stopped[c][r] = m.stopped[b]
+            out.charge(chunk, time.perf_counter() - t0, cost)
+
+
 def run_cells(model, prepared: Sequence[PreparedCell], *, engine: str = "teacher", recurrences: int | None = None,
               require_eos: bool = True, token_budget: int | None = None, precision: str = "auto") -> list[CellOutcome]:
     """Score `prepared` cells on `model` (eval mode is set here) with `engine`; one outcome per cell.
@@ -189,71 +253,41 @@ def run_cells(model, prepared: Sequence[PreparedCell], *, engine: str = "teacher
     if budget < 1:
         raise ValueError(f"eval.token_budget: must be >= 1, got {budget}")
     noises = _noise_for(prepared, model, device)
-    n_cells = len(prepared)
-    correct = [[False] * c.n for c in prepared]
-    first_wrong = [[-1] * c.n for c in prepared]
-    first_ok = [[False] * c.n for c in prepared]
-    preds: list[list[str]] | None = None if engine == "teacher" else [[""] * c.n for c in prepared]
-    stopped: list[list[bool]] | None = None if engine == "teacher" else [[False] * c.n for c in prepared]
-    seconds = [0.0] * n_cells
-    hidden = model.cfg.hidden
-
-    def charge(rows: list[tuple[int, int]], elapsed: float, cost) -> None:
-        weights = defaultdict(float)
-        for c, r in rows:
-            weights[c] += cost(c, r)
-        total = sum(weights.values()) or 1.0
-        for c, w in weights.items():
-            seconds[c] += elapsed * w / total
-
+    out = _Verdicts(prepared, engine)
+    kw = dict(budget=budget, recurrences=recurrences, require_eos=require_eos, device=device)
     with precision_context(device, precision):
         if engine == "teacher":
-            order = sorted(range(n_cells), key=lambda c: max(len(p) + len(t) for p, t in
-                                                             zip(prepared[c].prompts, prepared[c].targets)))
-            rows = [(c, r) for c in order for r in range(prepared[c].n)]
-            length = lambda row: len(prepared[row[0]].prompts[row[1]]) + len(prepared[row[0]].targets[row[1]])  # noqa: E731
-            for chunk in _chunks(rows, length, budget):
-                t0 = time.perf_counter()
-                s = max(length(row) for row in chunk)
-                ids = torch.full((len(chunk), s), PAD, dtype=torch.long)
-                mask = torch.zeros((len(chunk), s), dtype=torch.bool)
-                for b, (c, r) in enumerate(chunk):
-                    p, t = prepared[c].prompts[r], prepared[c].targets[r]
-                    ids[b, :len(p) + len(t)] = torch.tensor(p + t)
-                    mask[b, len(p):len(p) + len(t)] = True
-                ids, mask = ids.to(device), mask.to(device)
-                noise = _gather(noises, chunk, s, hidden, device)
-                res = teacher_forced(model, ids, mask, recurrences=recurrences, noise=noise, require_eos=require_eos)
-                ok, fw, fc = res.correct.tolist(), res.first_wrong.tolist(), res.first_correct.tolist()
-                for b, (c, r) in enumerate(chunk):
-                    correct[c][r], first_wrong[c][r], first_ok[c][r] = ok[b], fw[b], fc[b]
-                charge(chunk, time.perf_counter() - t0, lambda c, r: length((c, r)))
+            _score_teacher(model, prepared, noises, out, **kw)
         else:
-            decode = greedy_kv if engine == "kv" else greedy_naive
-            groups: dict[int, list[tuple[int, int]]] = defaultdict(list)
-            for c, cell in enumerate(prepared):
-                for r, p in enumerate(cell.prompts):
-                    groups[len(p)].append((c, r))
-            for p_len in sorted(groups):
-                cost = lambda row: p_len + prepared[row[0]].max_new  # noqa: E731,B023
-                for chunk in _chunks(groups[p_len], cost, budget):
-                    t0 = time.perf_counter()
-                    max_new = max(prepared[c].max_new for c, _ in chunk)
-                    ids = torch.tensor([prepared[c].prompts[r] for c, r in chunk], dtype=torch.long, device=device)
-                    noise = _gather(noises, chunk, p_len + max_new, hidden, device)
-                    gen = decode(model, ids, max_new, recurrences=recurrences, noise=noise)
-                    m = match(gen.cpu(), [prepared[c].targets[r] for c, r in chunk],
-                              [prepared[c].max_new for c, _ in chunk], require_eos=require_eos)
-                    for b, (c, r) in enumerate(chunk):
-                        correct[c][r], first_wrong[c][r], first_ok[c][r] = (m.correct[b], m.first_wrong[b],
-                                                                            m.first_correct[b])
-                        preds[c][r] = render(prepared[c].tokenizer, m.predictions[b])
-                        stopped[c][r] = m.stopped[b]
-                    charge(chunk, time.perf_counter() - t0, lambda c, r: p_len + prepared[c].max_new)  # noqa: B023
-    return [CellOutcome(prepared[c].cell, engine, correct[c], first_wrong[c], first_ok[c], seconds[c],
-                        None if preds is None else preds[c], None if stopped is None else stopped[c], prepared[c])
-            for c in range(n_cells)]
+            _score_decoded(model, prepared, noises, out, decode=greedy_kv if engine == "kv" else greedy_naive, **kw)
+    return out.outcomes()
 
+
+def predictions_per_recurrence(model, cell: PreparedCell, *, recurrences: int | None = None,
+                               precision: str = "auto") -> list[list[str]]:
+    """Fig. 15 (spec §7.8): texts[r][b] = what greedy decoding of problem b reads after recurrence r + 1.
+
+    Every step feeds back the last recurrence's token (as the model would), with the cell's noise;
+    each recurrence's argmax string is cut at its own first EOS and at the cell's decoding limit.
+    """
+    model.eval()
+    device = _model_device(model)
+    noise = _noise_for([cell], model, device)[0]
+    depth = recurrences or model.cfg.test_recurrences
+    texts = [[""] * cell.n for _ in range(depth)]
+    groups: dict[int, list[int]] = defaultdict(list)
+    for r, p in enumerate(cell.prompts):
+        groups[len(p)].append(r)
+    with precision_context(device, precision):
+        for p_len, rows in groups.items():
+            ids = torch.tensor([cell.prompts[r] for r in rows], dtype=torch.long, device=device)
+            sub = None if noise is None else noise[rows, : p_len + cell.max_new]
+            tokens = greedy_per_recurrence(model, ids, cell.max_new, recurrences=depth, noise=sub).cpu()
+            for d in range(depth):
+                m = match(tokens[d], [cell.targets[r] for r in rows], [cell.max_new] * len(rows))
+                for b, r in enumerate(rows):
+                    texts[d][r] = render(cell.tokenizer, m.predictions[b])
+    return texts
 
 
 def render(tokenizer, ids: Sequence[int]) -> str:

@@ -10,6 +10,7 @@ Grids that name no task (custom specs) take the task of the checkpoint they are 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -179,3 +180,23 @@ def resolve_grid(*, grid: str | None = None, cells: str | None = None, diagonal_
     for name in default[1:]:
         out = out + get_grid(name)
     return out
+
+
+def grid_from_string(text: str) -> Grid:
+    """One grid from a sweep's or CLI's string: a name (`paper-addition`), `cells:1-20x1-20` or
+    `diagonal:101-160`."""
+    kind, sep, spec = text.partition(":")
+    if not sep:
+        return get_grid(text)
+    if kind == "cells":
+        return parse_cells(spec)
+    if kind == "diagonal":
+        return parse_diagonal(spec)
+    raise ValueError(f"--grid: {text!r} is not a grid name, cells:SPEC or diagonal:SPEC")
+
+
+def resolve_grid_names(names: Sequence[str]) -> list[Grid]:
+    """Grids from strings (see `grid_from_string`); at least one."""
+    if not names:
+        raise ValueError("--grid: no grid given")
+    return [grid_from_string(n) for n in names]

@@ -42,15 +42,24 @@ def cell_noise(model_cfg, seed: int, rows: int, length: int, device: torch.devic
     return model_cfg.init_std * torch.randn(rows, length, model_cfg.hidden, generator=gen, device=device)
 
 
-def gather_noise(sources: list[tuple[Tensor, int]], length: int, hidden: int,
-                 device: torch.device | str) -> Tensor:
-    """Stack row `r` of each cell noise tensor, cut or zero-padded to `length` positions.
+def gather_noise(noises: list[Tensor | None], rows: list[tuple[int, int]], length: int, hidden: int,
+                 device: torch.device | str) -> Tensor | None:
+    """Noise [len(rows), length, hidden] for `rows` (cell index, row) of per-cell tensors `noises`.
 
-    Positions past a cell's noise length are only ever padding or tokens past that row's own decoding
-    limit, whose outputs are discarded, so zeros there change no result.
+    Each row is cut or zero-padded to `length` positions. Positions past a cell's noise length are only
+    ever padding or tokens past that row's own decoding limit, whose outputs are discarded, so zeros
+    there change no result. Runs of consecutive rows of one cell are copied as one block.
     """
-    out = torch.zeros(len(sources), length, hidden, device=device)
-    for b, (noise, r) in enumerate(sources):
-        n = min(length, noise.shape[1])
-        out[b, :n] = noise[r, :n]
+    if noises[rows[0][0]] is None:
+        return None
+    out = torch.zeros(len(rows), length, hidden, device=device)
+    b = 0
+    while b < len(rows):
+        c, r = rows[b]
+        e = b + 1
+        while e < len(rows) and rows[e] == (c, r + e - b):
+            e += 1
+        n = min(length, noises[c].shape[1])
+        out[b:e, :n] = noises[c][r:r + e - b, :n]
+        b = e
     return out

@@ -66,6 +66,7 @@ _CORE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("precision", pa.string()),
     ("seconds", pa.float64()),
     ("device", pa.string()),
+    ("worker", pa.string()),  # which evaluator produced the row ("pool:host:pid" under Ray Data), optional
     ("evaluated_at", pa.string()),  # ISO-8601 UTC
 ]
 CORE_COLUMNS = tuple(name for name, _ in _CORE_FIELDS)
@@ -173,11 +174,16 @@ def write_part(directory: str | Path, table: pa.Table) -> Path:
     return directory / name
 
 
+def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """Cell rows -> an Arrow table of the versioned cell schema (what a part file holds)."""
+    return _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], cell_schema())
+
+
 def write_cells(directory: str | Path, rows: Sequence[dict[str, Any]]) -> Path | None:
     """Flush cell rows as one part (nothing written for no rows)."""
     if not rows:
         return None
-    return write_part(directory, _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], cell_schema()))
+    return write_part(directory, rows_table(rows))
 
 
 def write_samples(directory: str | Path, rows: Sequence[dict[str, Any]]) -> Path | None:

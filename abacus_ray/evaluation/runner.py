@@ -178,9 +178,10 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
         grids = [grids]
     if not checkpoints:
         raise ValueError("checkpoints: give at least one checkpoint directory")
-    if flush_every_s <= 0 or flush_every_cells < 1:
-        raise ValueError(f"flush_every_s: must be > 0 with flush_every_cells >= 1, got {flush_every_s}, "
-                         f"{flush_every_cells}")
+    if flush_every_s <= 0:
+        raise ValueError(f"flush_every_s: must be > 0, got {flush_every_s}")
+    if flush_every_cells < 1:
+        raise ValueError(f"flush_every_cells: must be >= 1, got {flush_every_cells}")
     device = torch.device(device) if device is not None else default_device()
     out_dir = Path(out_dir)
     stream = stream or sys.stderr
@@ -211,7 +212,7 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
         pending, pending_samples = [], []
         last_flush = time.monotonic()
         unit_budget = 4 * (eval_cfg.token_budget or 8192) * (16 if device.type == "cuda" else 1)
-        for unit in _units(todo, eval_cfg.per_cell, unit_budget):
+        for unit in work_units(todo, eval_cfg.per_cell, unit_budget, flush_every_cells):
             rows, srows = score_cells(ckpt, unit, eval_cfg, samples=samples, run_id=run_id, trial_id=trial_id)
             pending.extend(rows)
             pending_samples.extend(srows)
@@ -228,19 +229,24 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
     return report
 
 
-def _units(cells: list[Cell], per_cell: int, budget: float):
-    """Consecutive runs of cells of about `budget` estimated tokens (at least one cell each)."""
+def work_units(cells: list[Cell], per_cell: int, budget: float, max_cells: int | None = None):
+    """Consecutive runs of at most `max_cells` cells of about `budget` estimated tokens (>= 1 cell each),
+    never mixing tasks: the unit of work of `evaluate` and of the cluster's evaluator actors."""
+    max_cells = max_cells or len(cells) or 1
     unit: list[Cell] = []
     total = 0.0
     for c in cells:
         cost = cell_cost(c, per_cell)
-        if unit and (total + cost > budget or c.task != unit[-1].task):
+        if unit and (total + cost > budget or c.task != unit[-1].task or len(unit) >= max_cells):
             yield unit
             unit, total = [], 0.0
         unit.append(c)
         total += cost
     if unit:
         yield unit
+
+
+_units = work_units  # older name, still imported by abacus_ray.cluster.grid_eval
 
 
 def _flush(out_dir: Path, rows: list[dict], sample_rows: list[dict]) -> list[Path]:

@@ -188,6 +188,15 @@ def read_json(path: Path) -> dict:
     return data
 
 
+def read_checkpoint_config(path: str | Path) -> ExperimentConfig:
+    """The `ExperimentConfig` stored beside a checkpoint's weights (no weights are read)."""
+    config_path = Path(path) / CONFIG_FILE
+    try:
+        return ExperimentConfig.from_dict(read_json(config_path))
+    except ValueError as e:
+        raise ValueError(f"{config_path}: invalid config ({e})") from None
+
+
 @dataclass
 class Checkpoint:
     """A loaded checkpoint: the model in eval mode, its config, identity and (lazily) training state."""
@@ -218,11 +227,7 @@ def load_checkpoint(directory: str | Path, map_location: Any = "cpu") -> Checkpo
     from abacus_ray.model.transformer import ArithmeticTransformer
 
     path = resolve_checkpoint(directory)
-    config_path = path / CONFIG_FILE
-    try:
-        cfg = ExperimentConfig.from_dict(read_json(config_path))
-    except ValueError as e:
-        raise ValueError(f"{config_path}: invalid config ({e})") from None
+    cfg = read_checkpoint_config(path)
     meta = read_json(path / META_FILE)
     weights = load_weights_file(path / MODEL_FILE, "cpu")
     if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):

@@ -138,9 +138,10 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
         seed_all(rank_seed(cfg.seed, rank))
 
     net: nn.Module = model
+    ddp = None
     if world > 1:
         unused = cfg.model.injection == "none" and cfg.model.recurrences > 1
-        net = wrap_ddp(net, device, process_group, find_unused=unused)
+        net = ddp = wrap_ddp(net, device, process_group, find_unused=unused)
     if tc.compile:
         net = torch.compile(net)
 
@@ -178,6 +179,8 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     def emit(window: Window, fraction: float, lr: float, *, final: bool, saved: tuple[str, str] | None) -> dict:
         now = budget.session_elapsed_s()
         rates = window.rates(now)
+        if final and losses:  # the final report: rates over the session, loss over its last 10 steps
+            rates["loss"] = sum(losses[-10:]) / len(losses[-10:])
         metrics = {"step": budget.step, "samples": budget.samples, "tokens": tokens_total, "loss": rates["loss"],
                    "lr": lr, "batch_size": batch_size, "tokens_per_s": rates["tokens_per_s"],
                    "samples_per_s": rates["samples_per_s"], "budget_fraction": fraction,
@@ -185,8 +188,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
                    "elapsed_s": now, "rank": rank, "world_size": world, "final": final,
                    "checkpoint": saved[0] if saved else None, "model_id": saved[1] if saved else None}
         if peak is not None and rates["mean_seq_len"] > 0:
-            flops = model.flops_per_token(round(rates["mean_seq_len"]), depth_total,
-                                                 grad_recurrences=depth_grad)
+            flops = model.flops_per_token(round(rates["mean_seq_len"]), depth_total, grad_recurrences=depth_grad)
             metrics["mfu"] = flops * rates["positions_per_s"] / (peak * world)
         if report is not None:
             report(metrics)
@@ -197,6 +199,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     fraction_start = budget.fraction()
     batch_size = ramped_batch_size(fraction_start, tc.global_batch, mbs_eff, tc.batch_ramp)
     window = Window(start_s=budget.session_elapsed_s())
+    session = Window(start_s=window.start_s)  # the final report's rates cover the whole session
     last_report_s = last_ckpt_s = window.start_s
     lr, metrics = 0.0, {}
     while (fraction := budget.fraction()) < 1.0:
@@ -218,7 +221,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
                                        process_group=process_group, device=device)
             for c, call in enumerate(calls):
                 last = a == accum - 1 and c == len(calls) - 1
-                no_sync = net.no_sync() if world > 1 and not last else contextlib.nullcontext()
+                no_sync = ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext()
                 extra = {} if call.abacus_offset is None else {"abacus_offset": call.abacus_offset}
                 with no_sync:
                     with precision.autocast():
@@ -245,8 +248,9 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
         step_loss = loss_all
         tokens_total += int(tokens_all)
         losses.append(step_loss)
-        window.add_step(samples=accum * mbs_eff, tokens=int(tokens_all), positions=positions * world,
-                        loss=step_loss, seq_len_sum=seq_sum, micro_batches=accum)
+        for w in (window, session):
+            w.add_step(samples=accum * mbs_eff, tokens=int(tokens_all), positions=positions * world,
+                       loss=step_loss, seq_len_sum=seq_sum, micro_batches=accum)
         fraction = budget.fraction()
         batch_size = ramped_batch_size(fraction, tc.global_batch, mbs_eff, tc.batch_ramp)
 
@@ -269,7 +273,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
             final_saved = last_saved[1:]
         else:
             final_saved = save(fraction, losses[-1] if losses else math.nan)
-    metrics = emit(window, fraction, lr, final=True, saved=final_saved)
+    metrics = emit(session, fraction, lr, final=True, saved=final_saved)
     model.eval()
     model_id = final_saved[1] if final_saved else ckpt.model_id_of(model)
     return TrainResult(final_saved[0] if final_saved else None, model_id, metrics, losses, model)
