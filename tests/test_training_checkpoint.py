@@ -139,7 +139,7 @@ def test_truncated_garbage_and_wrong_shape_files_name_the_path(tmp_path, cfg, mo
     (target / "train_state.pt").write_bytes(b"not a zip")
     loaded = load_checkpoint(target)  # the training state is only read when asked for
     with pytest.raises(ValueError, match=r"train_state\.pt: not a readable"):
-        loaded.state
+        _ = loaded.state
 
 
 class _Payload:

@@ -61,7 +61,11 @@ def train_all(name: str, preset_name: str, trials: list[dict[str, Any]], root: P
     keys = swept_keys(trials)
     configs = [trial_config(preset_name, t, f"{name}/{trial_name(t, keys)}") for t in trials]
     _check_same_sweep(root, {"preset": preset_name, "trials": configs})
-    trainable = tune.with_resources(tune.with_parameters(run_trial, storage=str(root / "train")), {"cpu": DRIVER_CPU})
+    cl = preset(preset_name, trials[0]).cluster
+    # A TorchTrainer trial's driver only waits on its workers; a `function` trial is the worker.
+    holds = {"cpu": DRIVER_CPU} if cl.trainer == "torch" else {"cpu": cl.cpus_per_worker,
+                                                              "gpu": cl.gpus_per_worker if cl.use_gpu else 0}
+    trainable = tune.with_resources(tune.with_parameters(run_trial, storage=str(root / "train")), holds)
     exp = root / "tune"
     if tune.Tuner.can_restore(str(exp)):
         print(f"{name}: resuming {exp}", file=sys.stderr)
@@ -76,17 +80,19 @@ def train_all(name: str, preset_name: str, trials: list[dict[str, Any]], root: P
     grid = tuner.fit()
     sources, failed = [], []
     for result in grid:
-        trial = result.config["trial"]
-        trial_id = Path(result.path).name if result.path else None
-        run_dir = root / "train" / f"train-{result.metrics.get('trial_id', '')}" if result.metrics else None
-        path = (result.metrics or {}).get("checkpoint_path")
-        if path is None and run_dir is not None and run_dir.exists():
-            found = latest_checkpoint(run_dir)
+        run_name = result.config["trial"]["run_name"]
+        metrics = result.metrics or {}
+        trial_id = metrics.get("trial_id")
+        path = metrics.get("checkpoint_path")  # the TorchTrainer's last reported checkpoint
+        if path is None and result.checkpoint is not None:  # `function` trials: Tune's own checkpoint
+            path = result.checkpoint.path
+        if path is None and trial_id:  # fall back to the Train run's newest checkpoint on disk
+            found = latest_checkpoint(root / "train" / f"train-{trial_id}")
             path = str(found) if found else None
         if result.error is not None or path is None:
-            failed.append(trial["run_name"])
+            failed.append(run_name)
             continue
-        sources.append(Source(path, run_id=trial["run_name"], trial_id=(result.metrics or {}).get("trial_id", trial_id)))
+        sources.append(Source(path, run_id=run_name, trial_id=trial_id))
     if failed:
         print(f"{name}: {len(failed)} trial(s) did not finish: {', '.join(failed)}", file=sys.stderr)
     return sources

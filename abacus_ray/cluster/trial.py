@@ -31,33 +31,47 @@ REPORTED_KEYS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "token
                  "budget_fraction", "device_hours", "eta_s", "elapsed_s", "world_size", "final", "model_id", "mfu")
 
 
-def train_worker(loop_config: dict[str, Any]) -> None:
-    """Runs in every Ray Train worker: resume if Ray has a checkpoint, train, report through Ray."""
+def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn) -> None:
+    """Resume from `previous` (a Ray checkpoint or None), train, and hand every report to `report_fn`."""
     from abacus_ray.training.loop import train
 
-    cfg = ExperimentConfig.from_dict(loop_config["experiment"])
-    ctx = ray.train.get_context()
-    world = ctx.get_world_size()
-    device = ray.train.torch.get_device()
-    group = dist.group.WORLD if world > 1 and dist.is_initialized() else None
     scratch = Path(tempfile.mkdtemp(prefix="abacus-trial-"))
-    resume = None
-    previous = ray.train.get_checkpoint()  # RAY: latest checkpoint of this run, after a restart or restore
-    if previous is not None:
-        resume = Path(previous.to_directory(str(scratch / "resume")))
+    resume = Path(previous.to_directory(str(scratch / "resume"))) if previous is not None else None
 
     def report(metrics: dict[str, Any]) -> None:
         clean = {k: metrics[k] for k in REPORTED_KEYS if metrics.get(k) is not None}
         path = metrics.get("checkpoint")
         checkpoint = Checkpoint.from_directory(path) if path else None
-        name = Path(path).name if path else None
-        ray.train.report(clean, checkpoint=checkpoint, checkpoint_dir_name=name)  # RAY: barrier over workers
+        report_fn(clean, checkpoint=checkpoint, checkpoint_dir_name=Path(path).name if path else None)
 
     try:
         train(cfg, device, process_group=group, report=report, checkpoint_dir=scratch / "checkpoints",
               resume_from=resume)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def train_worker(loop_config: dict[str, Any]) -> None:
+    """Runs in every Ray Train worker: resume if Ray has a checkpoint, train, report through Ray."""
+    cfg = ExperimentConfig.from_dict(loop_config["experiment"])
+    world = ray.train.get_context().get_world_size()
+    group = dist.group.WORLD if world > 1 and dist.is_initialized() else None
+    _train_and_report(cfg, ray.train.torch.get_device(), group,
+                      ray.train.get_checkpoint(),  # RAY: latest checkpoint of this run (restart or restore)
+                      ray.train.report)  # RAY: a barrier over the workers; the loop reports at agreed steps
+
+
+def _train_in_trial(cfg: ExperimentConfig) -> None:
+    """`cluster.trainer=function`: the loop runs in the Tune trial process; Tune keeps the checkpoints."""
+    import torch
+
+    device = torch.device("cuda" if cfg.cluster.use_gpu and torch.cuda.is_available() else "cpu")
+
+    def report(metrics, *, checkpoint=None, checkpoint_dir_name=None):
+        del checkpoint_dir_name  # Tune names its own checkpoint directories
+        tune.report(metrics, checkpoint=checkpoint)  # RAY
+
+    _train_and_report(cfg, device, None, tune.get_checkpoint(), report)  # RAY: resume point
 
 
 def trial_config(preset_name: str, overrides: dict[str, Any], run_name: str) -> dict[str, Any]:
@@ -70,6 +84,9 @@ def run_trial(config: dict[str, Any], storage: str) -> None:
     config = config["trial"]
     cfg = preset(config["preset"], config["overrides"]).replace(name=config["run_name"])
     cl = cfg.cluster
+    if cl.trainer == "function":
+        _train_in_trial(cfg)
+        return
     per_worker = {"CPU": cl.cpus_per_worker} | ({"GPU": cl.gpus_per_worker} if cl.use_gpu else {})
     trainer = TorchTrainer(  # RAY: one Train run per trial; DDP over `workers` (gloo on CPU, nccl on GPU)
         train_worker,

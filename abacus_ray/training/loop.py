@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,7 +153,6 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     depth_total, depth_grad = _expected_depths(cfg, limit)
     peak = peak_flops(device)
     losses: list[float] = []
-    last_saved: tuple[int, str, str] | None = None  # (step, path, model_id)
 
     def sync(loss_sum: float = 0.0, tokens: float = 0.0) -> tuple[float, float]:
         """Adopt rank 0's clock; sum the step's loss and tokens over ranks."""
@@ -201,7 +199,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     window = Window(start_s=budget.session_elapsed_s())
     session = Window(start_s=window.start_s)  # the final report's rates cover the whole session
     last_report_s = last_ckpt_s = window.start_s
-    lr, metrics = 0.0, {}
+    lr = 0.0
     while (fraction := budget.fraction()) < 1.0:
         accum = accumulation_steps(batch_size, mbs_eff)
         lr = tc.lr * lr_multiplier(fraction, tc.warmup, tc.cooldown, first_call=budget.step == 0)
@@ -259,20 +257,13 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
         if fraction < 1.0 and now - last_ckpt_s >= tc.checkpoint_every_min * 60:
             last_ckpt_s = now
             saved = save(fraction, step_loss)
-            if saved is not None:
-                last_saved = (budget.step, *saved)
         if fraction < 1.0 and (saved is not None or now - last_report_s >= tc.report_every_s):
-            metrics = emit(window, fraction, lr, final=False, saved=saved)
+            emit(window, fraction, lr, final=False, saved=saved)
             last_report_s = now
             window = Window(start_s=now)
 
     fraction = budget.fraction()
-    final_saved = None
-    if root is not None:
-        if last_saved is not None and last_saved[0] == budget.step:
-            final_saved = last_saved[1:]
-        else:
-            final_saved = save(fraction, losses[-1] if losses else math.nan)
+    final_saved = save(fraction, losses[-1] if losses else math.nan)  # periodic saves stop short of f = 1
     metrics = emit(session, fraction, lr, final=True, saved=final_saved)
     model.eval()
     model_id = final_saved[1] if final_saved else ckpt.model_id_of(model)
