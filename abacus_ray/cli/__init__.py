@@ -13,7 +13,7 @@ import os
 import sys
 
 # Subcommand modules in the order `--help` lists them.
-COMMANDS = ("describe", "train", "eval", "summary")
+COMMANDS = ("describe", "train", "eval", "summary", "dashboard")
 
 
 class CLIError(Exception):

@@ -85,8 +85,7 @@ def _device(name: str) -> str:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.config import ExperimentConfig
-    from abacus_ray.training.checkpoint import CONFIG_FILE, latest_checkpoint, read_json
+    from abacus_ray.training.checkpoint import latest_checkpoint, read_checkpoint_config
     from abacus_ray.training.loop import train
 
     out = Path(args.out)
@@ -96,7 +95,7 @@ def handler(args: argparse.Namespace) -> int:
     if args.resume:
         if latest is None:
             raise CLIError(f"--resume: no checkpoint under {out}")
-        cfg = ExperimentConfig.from_dict(read_json(latest / CONFIG_FILE)).with_overrides(args.overrides)
+        cfg = read_checkpoint_config(latest).with_overrides(args.overrides)
     else:
         if latest is not None:
             raise CLIError(f"--out: {out} already holds checkpoints (latest {latest.name}); pass --resume to "

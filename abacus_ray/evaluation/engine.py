@@ -27,7 +27,7 @@ from torch import Tensor
 from abacus_ray.evaluation.decoding import greedy_kv, greedy_naive, greedy_per_recurrence, match
 from abacus_ray.evaluation.grids import Cell
 from abacus_ray.evaluation.noise import cell_noise, cell_seed, gather_noise
-from abacus_ray.evaluation.teacher_forcing import teacher_forced
+from abacus_ray.evaluation.teacher_forcing import score_teacher_forced, teacher_forced  # noqa: F401 (re-exported)
 from abacus_ray.tasks.tokenizer import PAD
 
 ENGINES = ("teacher", "kv", "naive")

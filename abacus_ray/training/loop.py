@@ -109,7 +109,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     saved_state = None
     if resume_from is not None:
         path = ckpt.resolve_checkpoint(resume_from)
-        _check_resumable(cfg, ExperimentConfig.from_dict(ckpt.read_json(path / ckpt.CONFIG_FILE)), path)
+        _check_resumable(cfg, ckpt.read_checkpoint_config(path), path)
         weights = ckpt.load_weights_file(path / ckpt.MODEL_FILE)
         try:
             model.load_state_dict(weights)

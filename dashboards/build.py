@@ -1,0 +1,88 @@
+"""`build_site(results, out_dir)`: the static dashboard site of a results tree.
+
+The site is self-contained and works offline (opened as files): plotly.js is copied from the
+installed `plotly` package into `assets/` beside the pages, never fetched from a CDN. Each file is
+written to a temporary name and renamed into place, so a browser (or `serve.py`) reading while a
+rebuild runs sees either the old or the new page. `stamp.json` names the Parquet parts the site was
+built from; a served page polls it to notice new results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from dashboards.data import load_cells, signature
+from dashboards.site import INDEX, PAPER, index_page, paper_page, sweep_file, sweep_page
+from dashboards.sitedata import SiteData
+
+STATIC = Path(__file__).with_name("static")
+STAMP = "stamp.json"
+
+
+def plotly_js() -> Path:
+    """The minified plotly.js bundled with the `plotly` Python package."""
+    try:
+        import plotly
+    except ImportError as e:  # pragma: no cover - plotly is a declared dependency
+        raise ValueError("plotly: the dashboards need the plotly package (pip install plotly)") from e
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not path.is_file():
+        raise ValueError(f"plotly: {path} is missing; reinstall the plotly package")
+    return path
+
+
+def stamp_of(sig: tuple) -> str:
+    return hashlib.sha256(json.dumps(sig).encode()).hexdigest()[:16]
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _copy(src: Path, dst: Path) -> None:
+    if dst.exists() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
+        return
+    tmp = dst.with_name(f".tmp-{uuid.uuid4().hex}-{dst.name}")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def write_assets(out_dir: Path) -> None:
+    assets = out_dir / "assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    _copy(plotly_js(), assets / "plotly.min.js")
+    for name in ("dashboard.js", "dashboard.css"):
+        _copy(STATIC / name, assets / name)
+
+
+def build_site(results_dir: str | Path, out_dir: str | Path) -> Path:
+    """Build (or rebuild) the dashboards of `results_dir` into `out_dir`; returns the index page's path.
+
+    `results_dir` may be a results directory, a sweep root holding `results/`, or a storage root with
+    several sweeps (see `data.results_dirs`).
+    """
+    out = Path(out_dir)
+    sig = signature(results_dir)
+    cells = load_cells(results_dir)
+    data = SiteData.from_cells(cells)
+    stamp = stamp_of(sig)
+    out.mkdir(parents=True, exist_ok=True)
+    write_assets(out)
+    source = str(Path(results_dir))
+    pages = {INDEX: index_page(data, source), PAPER: paper_page(data)}
+    for name in sorted(set(cells["sweep"])):
+        pages[sweep_file(name)] = sweep_page(data, name, stamp)
+    for name, text in pages.items():
+        _write(out / name, text)
+    for old in out.glob("sweep-*.html"):  # sweeps that are gone from the results
+        if old.name not in pages:
+            old.unlink()
+    _write(out / STAMP, json.dumps({"stamp": stamp, "parts": len(sig)}))
+    return (out / INDEX).resolve()

@@ -1,0 +1,189 @@
+"""Reading a results tree for the dashboards: which Parquet directories, which sweep a row belongs to,
+and the labels (architecture, block, run) the paper's figures are drawn by.
+
+A *results tree* is what `abacus-ray dashboard RESULTS` accepts: a results directory itself
+(`part-*.parquet`), a sweep root holding `results/` (what `sweeps/*.py` write), or a storage root
+holding several sweep roots. Every row gets a `sweep` column: the prefix of its `run_id` before the
+first '/' (sweep files name runs `fig10_k/max_k=6_seed=0`), else the name of the sweep directory.
+
+An *entry* is one evaluated model under one set of eval settings (`aggregate.MODEL_KEYS`): one
+heatmap. A *group* is the set of entries that differ only in the training seed: one seed-mean heatmap,
+one bar with its per-seed points.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from abacus_ray.evaluation.aggregate import MODEL_KEYS
+from abacus_ray.evaluation.results import PART_GLOB, part_files, read_cells
+
+# Config columns that never define a condition: the run's own name and where it ran.
+NOT_CONDITION = ("name", "seed")
+NOT_CONDITION_PREFIXES = ("cluster.", "train.report_every_s", "train.checkpoint_every_min", "train.compile")
+UNNAMED_SWEEP = "results"
+
+
+def results_dirs(path: str | Path) -> list[Path]:
+    """The Parquet results directories under `path` (itself, `path/results`, or `path/*/results`)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"RESULTS: {path} does not exist")
+    if not path.is_dir():
+        raise NotADirectoryError(f"RESULTS: {path} is not a directory")
+    if part_files(path):
+        return [path]
+    if part_files(path / "results"):
+        return [path / "results"]
+    found = sorted(p / "results" for p in path.iterdir() if p.is_dir() and part_files(p / "results"))
+    if not found:
+        raise ValueError(f"RESULTS: {path} holds no abacus-ray results ({PART_GLOB} in it, in results/ or in "
+                         f"*/results/); run a sweep or `abacus-ray eval CHECKPOINT --out {path}` first")
+    return found
+
+
+def signature(path: str | Path) -> tuple:
+    """What changes when an evaluation streams a new part in: (file, size, mtime) of every part."""
+    try:
+        dirs = results_dirs(path)
+    except (ValueError, OSError):
+        return ()
+    out = []
+    for d in dirs:
+        for f in part_files(d):
+            try:
+                st = f.stat()
+            except FileNotFoundError:  # replaced between glob and stat
+                continue
+            out.append((str(f), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def sweep_dir_name(results_dir: Path) -> str:
+    """The sweep a results directory belongs to when its rows carry no sweep-style run id."""
+    return results_dir.parent.name if results_dir.name == "results" and results_dir.parent.name else UNNAMED_SWEEP
+
+
+def sweep_preset(results_dir: Path) -> str | None:
+    """The preset recorded in the sweep root's `sweep.json` (written by the cluster driver), if any."""
+    try:
+        return json.loads((results_dir.parent / "sweep.json").read_text()).get("preset")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def arch_label(layers: Any, recurrences: Any, injection: Any) -> str:
+    """The paper's architecture names: ST, ST w/ II (input injection) and LT (looped)."""
+    if _missing(layers) or _missing(recurrences):
+        return "?"
+    if int(recurrences) > 1:
+        return "LT" if injection == "every" else f"LT (inject {injection})"
+    if injection == "every":
+        return "ST w/ II"
+    return "ST" if injection == "first" else f"ST (inject {injection})"
+
+
+def block_label(layers: Any, recurrences: Any) -> str:
+    """`layers x recurrences`, the paper's "Layers in Recurrent Block X Number of Recurrences"."""
+    if _missing(layers) or _missing(recurrences):
+        return "?"
+    return f"{int(layers)}x{int(recurrences)}"
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def clean(v: Any) -> Any:
+    """A JSON- and key-safe scalar: NaN -> None, numpy scalars -> Python ones."""
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def config_columns(cells: pd.DataFrame) -> list[str]:
+    """The flattened `ExperimentConfig` columns of the rows (dotted names, plus `name` and `seed`)."""
+    return [c for c in cells.columns if "." in c or c in ("name", "seed")]
+
+
+def condition_columns(cells: pd.DataFrame) -> list[str]:
+    """Config columns that define an experimental condition (everything but the seed, name and placement)."""
+    return [c for c in config_columns(cells)
+            if c not in NOT_CONDITION and not c.startswith(NOT_CONDITION_PREFIXES)]
+
+
+def load_cells(path: str | Path) -> pd.DataFrame:
+    """Every cell row under `path`, with `sweep`, `arch`, `block`, `run`, `entry` and `group` columns."""
+    frames = []
+    for d in results_dirs(path):
+        df = read_cells(d)
+        fallback = sweep_dir_name(d)
+        run_ids = df["run_id"] if "run_id" in df.columns else pd.Series([None] * len(df), index=df.index)
+        df["sweep"] = [r.split("/", 1)[0] if isinstance(r, str) and "/" in r else fallback for r in run_ids]
+        df["preset"] = sweep_preset(d)
+        df["results_dir"] = str(d)
+        frames.append(df)
+    cells = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
+    return label(cells)
+
+
+def label(cells: pd.DataFrame) -> pd.DataFrame:
+    """Add the derived label columns and integer `entry` / `group` ids (stable: sorted by their keys)."""
+    cells = cells.copy()
+    if "sweep" not in cells.columns:
+        cells["sweep"] = UNNAMED_SWEEP
+    get = lambda c: cells[c] if c in cells.columns else pd.Series([None] * len(cells), index=cells.index)  # noqa: E731
+    layers, recs, inj = get("model.layers"), get("model.recurrences"), get("model.injection")
+    cells["arch"] = [arch_label(a, b, c) for a, b, c in zip(layers, recs, inj, strict=True)]
+    cells["block"] = [block_label(a, b) for a, b in zip(layers, recs, strict=True)]
+    cells["run"] = _run_labels(cells)
+    group_keys = ["sweep", *[k for k in MODEL_KEYS if k in cells.columns and k != "model_id"],
+                  *condition_columns(cells)]
+    cells["group"] = _ids(cells, group_keys)
+    entry_keys = ["group", *(["seed"] if "seed" in cells.columns else []), "run", "model_id"]
+    cells["entry"] = _ids(cells, entry_keys)
+    return cells
+
+
+def _run_labels(cells: pd.DataFrame) -> list[str]:
+    """A readable run name per row: run_id, else the config's name, else the model id; unique per model."""
+    names: dict[str, str] = {}
+    cols = {c: cells[c].tolist() if c in cells.columns else [None] * len(cells) for c in ("run_id", "name")}
+    for k, mid in enumerate(cells["model_id"].tolist()):
+        if mid in names:
+            continue
+        run = cols["run_id"][k] or cols["name"][k] or str(mid)[:12]
+        names[mid] = str(run)
+    taken: dict[str, int] = {}
+    for name in names.values():
+        taken[name] = taken.get(name, 0) + 1
+    unique = {mid: (f"{n} @{str(mid)[:8]}" if taken[n] > 1 else n) for mid, n in names.items()}
+    return [unique[m] for m in cells["model_id"].tolist()]
+
+
+def _natural(v: Any) -> tuple:
+    """Sort numbers as numbers, then text, then missing values."""
+    v = clean(v)
+    if v is None:
+        return (2, 0.0, "")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (0, float(v), "")
+    return (1, 0.0, str(v))
+
+
+def _ids(cells: pd.DataFrame, keys: list[str]) -> list[int]:
+    """Dense integer ids of the distinct key tuples, in natural order of the tuples (None-safe)."""
+    tuples = [tuple(_natural(v) for v in row) for row in zip(*(cells[k].tolist() for k in keys), strict=True)]
+    order = {t: n for n, t in enumerate(sorted(set(tuples)))}
+    return [order[t] for t in tuples]
+
+
+def sweeps(cells: pd.DataFrame) -> list[str]:
+    return sorted(set(cells["sweep"]))

@@ -1,0 +1,198 @@
+"""The pages: an index of sweeps and models, one interactive page per sweep, and "paper vs ours".
+
+Tables are rendered here (escaped HTML, readable without JavaScript); plots are drawn in the browser
+by `static/dashboard.js` from the sweep page's data block.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from dashboards import paper_values
+from dashboards.bars import ARITH_VIEWS, SORT_VIEWS, VIEW_LABELS
+from dashboards.html import Raw, esc, fmt_int, fmt_num, fmt_pct, link, page, table
+from dashboards.payload import group_labels, sweep_payload
+from dashboards.sitedata import SiteData
+from dashboards.sorting import sorting_table
+
+INDEX, PAPER = "index.html", "paper.html"
+SCRIPTS = ("plotly.min.js", "dashboard.js")
+
+
+def sweep_file(name: str) -> str:
+    """A file name for a sweep page that no sweep name can turn into a path or markup."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:60] or "sweep"
+    if slug != name:
+        slug += "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"sweep-{slug}.html"
+
+
+def nav(data: SiteData) -> list[tuple[str, str]]:
+    return [(INDEX, "Index"), *[(sweep_file(s), s) for s in sorted(set(data.cells["sweep"]))], (PAPER, "Paper vs ours")]
+
+
+# --- tables ----------------------------------------------------------------------------------------
+
+def _family(task: str) -> str:
+    return "sort" if task == "sort" else "arith"
+
+
+def _views(family: str) -> tuple[str, ...]:
+    return SORT_VIEWS if family == "sort" else ARITH_VIEWS
+
+
+def models_table(data: SiteData, family: str, *, with_sweep: bool = True) -> Raw | None:
+    """One row per entry (model x eval settings): config, cost, region means (%)."""
+    entries = data.entries[[_family(t) == family for t in data.entries["task"]]]
+    if entries.empty:
+        return None
+    variants = data.variant_columns()
+    views = _views(family)
+    acc = {int(r.entry): {} for r in entries.itertuples()}
+    for r in data.means.itertuples(index=False):
+        if int(r.entry) in acc:
+            acc[int(r.entry)][r.view] = r.accuracy
+    cols = (["Sweep"] if with_sweep else []) + ["Run", "Model", "Task", "Embedding", "Architecture", "k",
+                                                "Train length", "Seed", *variants, "Params", "Steps", "Samples",
+                                                "Device-h", "Budget %", "Test rec.", "Cells",
+                                                *[f"{VIEW_LABELS[v]} %" for v in views]]
+    rows = []
+    for r in entries.to_dict("records"):
+        info = data.infos.get(r["model_id"])
+        budget = None if info is None or info.budget_fraction is None else 100 * info.budget_fraction
+        row = ([link(sweep_file(r["sweep"]), r["sweep"])] if with_sweep else []) + [
+            r["run"], str(r["model_id"])[:12], r["task"], r.get("model.positions"), f"{r['arch']} {r['block']}",
+            r.get("model.max_k"), r.get("task.train_max_len"), r.get("seed"), *[r.get(c) for c in variants],
+            fmt_int(info.params if info else None), fmt_int(info.step if info else None),
+            fmt_int(info.samples if info else None), fmt_num(info.device_hours if info else None),
+            fmt_pct(budget), r.get("recurrences"), fmt_int(r.get("cells_n")),
+            *[fmt_pct(None if v not in acc[int(r["entry"])] else 100 * acc[int(r["entry"])][v]) for v in views]]
+        rows.append(row)
+    first_num = cols.index("Params")
+    return table(cols, rows, numeric=[False] * first_num + [True] * (len(cols) - first_num))
+
+
+def groups_table(data: SiteData, family: str, labels: dict[int, str], *, with_sweep: bool = True) -> Raw | None:
+    """One row per seed group: mean ± std (min–max) over runs of each region mean (%)."""
+    groups = data.groups[[_family(t) == family for t in data.groups["task"]]]
+    if groups.empty:
+        return None
+    views = _views(family)
+    cols = (["Sweep"] if with_sweep else []) + ["Condition", "Task", "Test rec.", "Runs",
+                                                *[f"{VIEW_LABELS[v]} %" for v in views]]
+    rows = []
+    for g in groups.to_dict("records"):
+        gid = int(g["group"])
+        stats = data.spreads["accuracy"].get(gid, {})
+        runs = max([s["runs"] for s in stats.values()], default=0)
+        cells = []
+        for v in views:
+            s = stats.get(v)
+            if not s:
+                cells.append("—")
+                continue
+            text = fmt_pct(s["mean"], s["std"])
+            if s["runs"] > 1:
+                text += f" ({s['min']:.1f}–{s['max']:.1f})"
+            cells.append(text)
+        rows.append(([link(sweep_file(g["sweep"]), g["sweep"])] if with_sweep else [])
+                    + [labels.get(gid, str(gid)), g["task"], g.get("recurrences"), runs, *cells])
+    start = cols.index("Runs")
+    return table(cols, rows, numeric=[False] * start + [True] * (len(cols) - start))
+
+
+def paper_table(rows: list[dict[str, Any]]) -> Raw:
+    cols = ["Figure", "Condition", "Quantity", "Paper %", "Ours %", "Runs", "Our setting", "Source"]
+    body = []
+    for r in rows:
+        paper = f"{'≥ ' if r['relation'] == '>=' else ''}{r['paper']:g}"
+        ours = fmt_pct(r["ours"], r["std"]) if r["ours"] is not None else (r.get("note") or "—")
+        setting = r["our_setting"] or ("same" if r["ours"] is not None and not r["scaled"] else "")
+        if r["sweep"]:
+            setting = f"{r['sweep']}: {setting}" if setting else r["sweep"]
+        body.append([r["figure"], r["condition"], r["quantity"], paper, ours, r["runs"] or "—", setting, r["source"]])
+    return table(cols, body, cls="data paper", numeric=[False, False, False, True, True, True, False, False])
+
+
+def _paper_rows(data: SiteData) -> list[dict[str, Any]]:
+    return paper_values.compare(data.cells, data.groups, data.spreads)
+
+
+# --- pages -----------------------------------------------------------------------------------------
+
+def index_page(data: SiteData, source: str) -> str:
+    sweeps = []
+    for name in sorted(set(data.cells["sweep"])):
+        sub = data.cells[data.cells["sweep"] == name]
+        presets = sorted({str(p) for p in sub["preset"].dropna()}) if "preset" in sub.columns else []
+        sweeps.append([link(sweep_file(name), name), ", ".join(presets) or "—", sub["model_id"].nunique(),
+                       sub["entry"].nunique(), sub["group"].nunique(), fmt_int(len(sub)),
+                       ", ".join(sorted(set(sub["task"]))), str(sub["evaluated_at"].max() or "—")])
+    body = [f"<h1>abacus-ray results</h1><p class=muted>From {esc(source)}: {fmt_int(len(data.cells))} cells of "
+            f"{data.cells['model_id'].nunique()} models. Accuracies are exact-match percentages; region means "
+            "weigh every cell equally (paper §3); ± is the standard deviation over training seeds.</p>",
+            "<h2>Sweeps</h2>",
+            table(["Sweep", "Preset", "Models", "Evaluations", "Seed groups", "Cells", "Tasks", "Last evaluated"],
+                  sweeps, numeric=[False, False, True, True, True, True, False, False])]
+    labels: dict[int, str] = {}
+    for name in sorted(set(data.cells["sweep"])):
+        labels |= group_labels(data.sweep(name))
+    for family, title in (("arith", "Arithmetic"), ("sort", "Sorting")):
+        g = groups_table(data, family, labels)
+        m = models_table(data, family)
+        if g is not None:
+            body += [f"<h2>{title}: means over seeds</h2>", g]
+        if m is not None:
+            body += [f"<h2>{title}: models</h2>", m]
+    return page("abacus-ray results", "\n".join(map(str, body)), nav=nav(data))
+
+
+def sweep_page(data: SiteData, name: str, stamp: str) -> str:
+    sub = data.sweep(name)
+    labels = group_labels(sub)
+    payload = sweep_payload(sub, name, stamp)
+    body = [f"<h1>{esc(name)}</h1>",
+            f"<p class=muted>{sub.cells['model_id'].nunique()} models, {len(sub.entries)} evaluations, "
+            f"{fmt_int(len(sub.cells))} cells. Heatmaps: operand one down, operand two across, fixed 0–100 % "
+            "colour scale, red square = training distribution. Hover a cell for its numbers and 95 % interval.</p>",
+            '<section id="controls" class="controls"></section>',
+            '<section><h2>Accuracy heatmap</h2><div id="heatmap" class="plot square"></div></section>',
+            '<section id="lines-section"><h2>Accuracy on the i = j diagonal</h2>'
+            '<div id="lines-controls" class="controls"></div><div id="lines" class="plot"></div></section>',
+            '<section><h2>Region means with per-seed points</h2><div id="bars" class="plot"></div></section>']
+    sort_html = sorting_table(sub, labels)
+    if sort_html is not None:
+        body += ["<section><h2>Sorting (Tables 1–2)</h2>", sort_html, "</section>"]
+    if payload["recurrence"]:
+        body.append('<section><h2>Accuracy per test-time recurrence (Fig. 15)</h2>'
+                    '<div id="recurrence" class="plot"></div></section>')
+    rows = [r for r in _paper_rows(data)
+            if r["sweep"] == name or (r["sweep"] is None and name in r["figure_sweeps"])]
+    if rows:
+        body += ['<section><h2>Paper vs ours</h2><p class=muted>The paper\'s printed values beside our seed means; '
+                 f'"Our setting" lists where our runs differ from the paper\'s. {link(PAPER, "All figures")}.</p>',
+                 paper_table(rows), "</section>"]
+    for family, title in (("arith", "Arithmetic"), ("sort", "Sorting")):
+        g = groups_table(sub, family, labels, with_sweep=False)
+        m = models_table(sub, family, with_sweep=False)
+        if g is not None:
+            body += [f"<section><h2>{title}: means over seeds</h2>", g, "</section>"]
+        if m is not None:
+            body += [f"<section><h2>{title}: models</h2>", m, "</section>"]
+    return page(f"{name} — abacus-ray", "\n".join(map(str, body)), nav=nav(data), data=payload, scripts=SCRIPTS)
+
+
+def paper_page(data: SiteData) -> str:
+    doc = paper_values.load()
+    rows = _paper_rows(data)
+    body = ["<h1>Paper vs ours</h1>",
+            f"<p class=muted>{esc(doc['paper'])}. {esc(doc['how_read'])} {esc(doc['matching'])}</p>"]
+    for fig in doc["figures"]:
+        mine = [r for r in rows if r["figure_id"] == fig["id"]]
+        body.append(f"<section><h2>{esc(fig['figure'])}</h2><p class=muted>{esc(fig['caption'])}</p>")
+        if fig.get("omitted"):
+            body.append(f"<p class=note>{esc(fig['omitted'])}</p>")
+        body += [str(paper_table(mine)), "</section>"]
+    return page("Paper vs ours — abacus-ray", "\n".join(body), nav=nav(data))

@@ -1,0 +1,87 @@
+"""The main job through Ray Train: tiny Fig. 10 trials as TorchTrainers, resume, grid eval, eval-100plus."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from abacus_ray.evaluation.results import read_cells
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.ray
+
+
+def _fig10():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fig10_k", ROOT / "sweeps" / "fig10_k.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SWEEP
+
+
+ARGS = ["--preset", "tiny", "--max-trials", "2", "--set", "train.max_steps=20", "--set", "eval.per_cell=3",
+        "--grid", "cells:1-3x1-3", "--no-dashboard"]
+
+
+@pytest.fixture(scope="module")
+def fig10_run(tmp_path_factory, request):
+    request.getfixturevalue("ray_local")
+    from abacus_ray.cluster.sweep import main
+
+    storage = tmp_path_factory.mktemp("fig10")
+    assert main(_fig10(), [*ARGS, "--storage", str(storage)]) == 0
+    return storage / "fig10_k"
+
+
+def _models(root: Path) -> dict[str, str]:
+    df = read_cells(root / "results")
+    return dict(zip(df["run_id"], df["model_id"], strict=False))
+
+
+def test_torch_trainer_trials_train_and_evaluate(fig10_run, ray_local):
+    df = read_cells(fig10_run / "results")
+    assert df["model_id"].nunique() == 2
+    assert sorted(df["model.max_k"].unique()) == [6, 12]
+    assert len(df) == 2 * 9 and set(df["region"]) == {"id"}
+    assert df["trial_id"].notna().all()
+    # the checkpoint each row came from is a Ray Train checkpoint of our format, 20 steps in
+    for path in df["checkpoint"].unique():
+        meta = json.loads((Path(path) / "meta.json").read_text())
+        assert meta["step"] == 20
+    # both Ray Data pools (the fake GPU slot's actor and a CPU actor) evaluated cells in this run
+    pools = {w.split(":")[0] for w in df["worker"]}
+    assert pools == {"gpu", "cpu"}
+
+
+def test_rerun_resumes_without_retraining(fig10_run, ray_local, capsys):
+    from abacus_ray.cluster.sweep import main
+
+    before = _models(fig10_run)
+    parts = sorted((fig10_run / "results").glob("part-*.parquet"))
+    assert main(_fig10(), [*ARGS, "--storage", str(fig10_run.parent)]) == 0
+    assert _models(fig10_run) == before  # same trials, same checkpoint hashes
+    assert sorted((fig10_run / "results").glob("part-*.parquet")) == parts  # nothing re-evaluated
+    err = capsys.readouterr().err
+    assert "resuming" in err and "evaluated 0 cells" in err
+
+
+def test_rerun_with_other_trials_is_refused(fig10_run, ray_local):
+    from abacus_ray.cluster.sweep import main
+
+    rc = main(_fig10(), [*ARGS, "--storage", str(fig10_run.parent), "--set", "train.lr=0.01"])
+    assert rc == 2
+
+
+def test_eval_100plus_only_missing_cells(fig10_run, ray_local, capsys):
+    from abacus_ray.cluster.evaluate_all import main
+
+    args = [str(fig10_run), "--grid", "diagonal:101-103", "--per-cell", "2"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "2 model(s), 6 cells evaluated, 0 already present" in first
+    df = read_cells(fig10_run / "results")
+    plus = df[df["region"] == "ood100plus"]
+    assert sorted(plus["i"].unique()) == [101, 102, 103] and len(plus) == 6
+    assert main(args) == 0
+    assert "0 cells evaluated, 6 already present" in capsys.readouterr().out
