@@ -127,13 +127,14 @@ class CellEvaluator:
 
 
 def _pools(n_items: int, cpu_actors: int | None, gpu_actors: int | None) -> tuple[int, int]:
-    """(GPU actors, CPU actors) from the cluster's resources unless given; at least one actor overall."""
-    cpus, gpus = ray.cluster_resources().get("CPU", 1.0), ray.cluster_resources().get("GPU", 0.0)
-    g = int(gpus) if gpu_actors is None else gpu_actors
-    c = max(0, int(cpus) - g) if cpu_actors is None else cpu_actors
+    """(GPU actors, CPU actors): by default one per GPU and one per remaining CPU; never more than items."""
+    res = ray.cluster_resources()
+    g = int(res.get("GPU", 0)) if gpu_actors is None else gpu_actors
+    c = max(0, int(res.get("CPU", 1)) - g) if cpu_actors is None else cpu_actors
     if g + c == 0:
         c = 1
-    return min(g, n_items), min(c, max(n_items - min(g, n_items), 0) or (0 if g else n_items))
+    g = min(g, n_items)
+    return g, min(c, n_items - g)
 
 
 def evaluate_on_ray(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig, out_dir: str | Path,

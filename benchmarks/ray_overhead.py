@@ -1,0 +1,91 @@
+"""What Ray costs: a Tune + Train trial vs the bare loop for the same steps, and Ray Data
+evaluation with 1 vs 2 actors. CPU, tiny preset, measured side by side in one run.
+
+    python benchmarks/ray_overhead.py [--trial-seconds 60] [--cells 1-16x1-16] [--per-cell 50]
+
+Both training runs use one thread (a 1-CPU Ray Train worker gets OMP_NUM_THREADS=1), the same
+config and the same number of steps; the Ray time is the Tuner's wall time (trial driver, Train
+controller, worker start-up, reports and checkpoint uploads), Ray start-up excluded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from abacus_ray.config import preset  # noqa: E402
+from abacus_ray.training.loop import train  # noqa: E402
+
+
+def bare(cfg, out: Path) -> tuple[float, str]:
+    t = time.perf_counter()
+    result = train(cfg, "cpu", checkpoint_dir=out)
+    return time.perf_counter() - t, result.checkpoint
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trial-seconds", type=float, default=60.0, help="target length of one training run")
+    p.add_argument("--cells", default="1-16x1-16", help="cells for the evaluation comparison")
+    p.add_argument("--per-cell", type=int, default=50, help="problems per cell")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    tmp = Path(tempfile.mkdtemp(prefix="ray-overhead-"))
+
+    # Calibrate the number of steps that takes ~trial-seconds bare.
+    probe = preset("tiny", {"train.max_steps": 60, "train.budget_hours": 100.0})
+    t_probe, _ = bare(probe, tmp / "probe")
+    steps = max(60, int(60 * args.trial_seconds / t_probe))
+    cfg_over = {"train.max_steps": steps, "train.budget_hours": 100.0, "train.checkpoint_every_min": 0.5}
+    t_bare, ckpt = bare(preset("tiny", cfg_over), tmp / "bare")
+
+    from ray import tune
+
+    from abacus_ray.cluster import runtime
+    from abacus_ray.cluster.driver import DRIVER_CPU
+    from abacus_ray.cluster.trial import run_trial, trial_config
+
+    runtime.init(num_cpus=2)
+    runtime.quiet_data_progress()
+    trainable = tune.with_resources(tune.with_parameters(run_trial, storage=str(tmp / "train")), {"cpu": DRIVER_CPU})
+    tuner = tune.Tuner(trainable, param_space={"trial": tune.grid_search([trial_config("tiny", cfg_over, "overhead")])},
+                       run_config=tune.RunConfig(name="tune", storage_path=str(tmp), verbose=0))
+    t = time.perf_counter()
+    grid = tuner.fit()
+    t_ray = time.perf_counter() - t
+    assert grid[0].error is None, grid[0].error
+
+    from abacus_ray.cluster.grid_eval import Source, evaluate_on_ray
+    from abacus_ray.evaluation.config import EvalConfig
+    from abacus_ray.evaluation.grids import parse_cells
+
+    grid_cells = [parse_cells(args.cells)]
+    eval_cfg = EvalConfig(per_cell=args.per_cell)
+    times = {}
+    for actors in (1, 2):
+        r = evaluate_on_ray([Source(ckpt)], grid_cells, eval_cfg, tmp / f"eval{actors}", cpu_actors=actors,
+                            gpu_actors=0, progress=False)
+        times[actors] = r.seconds
+    runtime.shutdown()
+
+    cells = len(grid_cells[0])
+    print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, 1 thread per training process")
+    print(f"training, {steps} steps of the tiny preset (micro-batch {preset('tiny').train.micro_batch}):")
+    print(f"  bare loop             {t_bare:7.1f} s")
+    print(f"  Tune + Train trial    {t_ray:7.1f} s   overhead {100 * (t_ray / t_bare - 1):5.1f} %  (goal <= 10 %)")
+    print(f"Ray Data evaluation, {cells} cells x {args.per_cell} problems (teacher-forced):")
+    print(f"  1 actor               {times[1]:7.1f} s")
+    print(f"  2 actors              {times[2]:7.1f} s   speed-up {times[1] / times[2]:4.2f}x  (goal >= 1.6x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
