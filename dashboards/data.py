@@ -153,19 +153,22 @@ def label(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _run_labels(cells: pd.DataFrame) -> list[str]:
-    """A readable run name per row: run_id, else the config's name, else the model id; unique per model."""
-    names: dict[str, str] = {}
-    cols = {c: cells[c].tolist() if c in cells.columns else [None] * len(cells) for c in ("run_id", "name")}
-    for k, mid in enumerate(cells["model_id"].tolist()):
-        if mid in names:
-            continue
-        run = cols["run_id"][k] or cols["name"][k] or str(mid)[:12]
-        names[mid] = str(run)
-    taken: dict[str, int] = {}
-    for name in names.values():
-        taken[name] = taken.get(name, 0) + 1
-    unique = {mid: (f"{n} @{str(mid)[:8]}" if taken[n] > 1 else n) for mid, n in names.items()}
-    return [unique[m] for m in cells["model_id"].tolist()]
+    """A readable run name per row: run_id, else the config's name, else the model id.
+
+    One name per (sweep, model); a name two models of one sweep share gets the model id appended.
+    """
+    n = len(cells)
+    cols = {c: cells[c].tolist() if c in cells.columns else [None] * n for c in ("run_id", "name")}
+    keys = list(zip(cells["sweep"].tolist(), cells["model_id"].tolist(), strict=True))
+    names: dict[tuple, str] = {}
+    for k, key in enumerate(keys):
+        if key not in names:
+            names[key] = str(cols["run_id"][k] or cols["name"][k] or str(key[1])[:12])
+    taken: dict[tuple, int] = {}
+    for (sweep, _), name in names.items():
+        taken[(sweep, name)] = taken.get((sweep, name), 0) + 1
+    unique = {key: (f"{name} @{str(key[1])[:8]}" if taken[(key[0], name)] > 1 else name) for key, name in names.items()}
+    return [unique[key] for key in keys]
 
 
 def _natural(v: Any) -> tuple:

@@ -53,7 +53,8 @@ def fmt_num(v: Any, digits: int = 3) -> str:
     return f"{float(v):.{digits}g}"
 
 
-def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "data", numeric: Sequence[bool] = ()) -> Raw:
+def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "data",
+          numeric: Sequence[bool] = ()) -> Raw:
     """A plain table; `numeric[k]` right-aligns column k."""
     num = list(numeric) + [False] * (len(columns) - len(numeric))
     head = "".join(f'<th{" class=num" if n else ""}>{esc(c)}</th>' for c, n in zip(columns, num, strict=True))

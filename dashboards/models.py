@@ -47,6 +47,8 @@ def config_from_row(row: dict[str, Any]):
 
     flat = {}
     for k, v in row.items():
+        if "." not in k and k not in ("name", "seed"):  # core result columns, not config
+            continue
         v = clean(v)
         if isinstance(v, str) and v.startswith("["):  # tuples are stored as JSON text
             try:

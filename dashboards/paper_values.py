@@ -102,8 +102,8 @@ def compare(cells: pd.DataFrame, groups: pd.DataFrame, spreads: dict[str, dict[i
                 found = [g for g in pool if matches(g, value["match"])]
             base = {"figure_id": fig["id"], "figure": fig["figure"], "condition": condition_label(value),
                     "quantity": quantity_label(value), "paper": value["value"], "relation": value.get("relation", "="),
-                    "source": value["source"], "figure_sweeps": list(fig.get("sweeps", [])), "ours": None, "std": None, "runs": 0, "group": None, "sweep": None,
-                    "our_setting": "", "scaled": False}
+                    "source": value["source"], "figure_sweeps": list(fig.get("sweeps", [])), "ours": None,
+                    "std": None, "runs": 0, "group": None, "sweep": None, "our_setting": "", "scaled": False}
             if not found:
                 rows.append(base | {"note": "no matching run"})
                 continue

@@ -54,7 +54,8 @@ def group_label(dims: dict[str, str], shown: list[str]) -> str:
     parts = []
     for d in shown:
         if d in CONDITION_DIMS or d in ("task", "recurrences", "evalset"):
-            parts.append(f"k={dims[d]}" if d == "k" else (f"n={dims[d]}" if d == "train_len" else dims[d]))
+            prefix = {"k": "k=", "train_len": "n=", "recurrences": "rec="}.get(d, "")
+            parts.append(prefix + dims[d])
     return " · ".join(parts) or "all runs"
 
 

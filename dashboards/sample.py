@@ -41,7 +41,7 @@ def make_sample(root: str | Path, *, steps: int = 20, per_cell: int = 8, sweep: 
     grids = [parse_cells(SQUARE), parse_diagonal(DIAGONAL)]
     eval_cfg = EvalConfig(per_cell=per_cell, seed=0)
     threads = torch.get_num_threads()
-    torch.set_num_threads(min(2, threads))
+    torch.set_num_threads(1)  # tiny models: a second thread only adds contention on a shared CPU
     try:
         checkpoints = []
         for seed, run in enumerate(run_names):
@@ -57,6 +57,47 @@ def make_sample(root: str | Path, *, steps: int = 20, per_cell: int = 8, sweep: 
     finally:
         torch.set_num_threads(threads)
     return root
+
+
+def synthetic_results(out_dir: str | Path, models: Sequence[tuple[str, Sequence[str]]], pairs: Sequence[tuple[int, int]],
+                      *, per_cell: int = 100, task: str = "add", seed: int = 0,
+                      recurrences: int | None = None) -> Path:
+    """Write cell rows of made-up accuracies (no model is trained): for size and layout checks only.
+
+    models: (run_id, config overrides on the tiny preset) per model. Accuracy falls off with the
+    longer operand beyond the training length; counts are binomial draws, so intervals are real.
+    recurrences: the test-time depth the rows claim (default: the model's own).
+    """
+    import hashlib
+    import math
+
+    import numpy as np
+
+    from abacus_ray.config import preset
+    from abacus_ray.evaluation.regions import region_of
+    from abacus_ray.evaluation.results import config_columns, write_cells
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for run_id, overrides in models:
+        cfg = preset("tiny", list(overrides))
+        model_id = hashlib.sha256(f"{run_id}|{overrides}".encode()).hexdigest()
+        n_train = cfg.task.train_max_len
+        reach = n_train * (1 + float(rng.uniform(0.5, 3.0)))
+        for i, j in pairs:
+            p = 1 / (1 + math.exp((max(i, j) - reach) / 2))
+            n = per_cell
+            c = int(rng.binomial(n, p))
+            rows.append({"model_id": model_id, "run_id": run_id, "checkpoint": None, "task": task, "i": i, "j": j,
+                         "region": region_of(task, i, j, n_train, cfg.task.train_max_array), "n_train": n_train,
+                         "n": n, "n_correct": c, "accuracy": c / n, "n_first_correct": min(n, c + (n - c) // 2),
+                         "per_cell": per_cell, "eval_seed": 0, "engine": "teacher",
+                         "recurrences": recurrences or cfg.model.test_recurrences, "require_eos": task != "sort",
+                         "precision": "fp32",
+                         "seconds": 0.01, "device": "cpu", "evaluated_at": "2026-01-01T00:00:00+00:00",
+                         **config_columns(cfg)})
+    write_cells(out_dir, rows)
+    return Path(out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,11 +67,12 @@ class SiteData:
         `model.abacus_table` from k) adds no condition and is left out.
         """
         named = [c for c in (*DIM_COLUMNS, *ARCH_COLUMNS, "task.name") if c in self.entries.columns]
+        keys = (self.entries[named].astype(str).agg("\u0001".join, axis=1) if named
+                else pd.Series("", index=self.entries.index))
         out = []
         for c in self.varying():
             if c in named:
                 continue
-            keys = self.entries[named].astype(str).agg("\u0001".join, axis=1) if named else pd.Series("", index=self.entries.index)
             if self.entries[c].astype(str).groupby(keys).nunique().max() > 1:
                 out.append(c)
         return out

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     cfg = preset("tiny", ["model.hidden=16", "model.intermediate=32", "model.heads=2", "model.layers=1",
-                          "eval.per_cell=3"])
+                          "model.abacus_table=128", "eval.per_cell=3"])
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("ckpt") / "run"
     save_checkpoint(path, ArithmeticTransformer(cfg.model, cfg.vocab_size), cfg, {"step": 0})

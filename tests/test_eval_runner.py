@@ -115,7 +115,7 @@ def test_samples_agree_with_python_big_ints(task, cells):
 
 
 def test_capacity_is_checked_before_any_work():
-    cfg = preset("tiny")  # abacus_table 128
+    cfg = preset("tiny", ["model.abacus_table=128"])
     check_capacity(cfg, [Cell("add", 126, 3)])
     with pytest.raises(ValueError, match="^model.abacus_table: cell add 127x3 needs 129"):
         check_capacity(cfg, [Cell("add", 1, 1), Cell("add", 127, 3)])

@@ -29,8 +29,7 @@ from abacus_ray.configuration import from_dict, to_dict
 from abacus_ray.evaluation.config import EvalConfig
 from abacus_ray.evaluation.grids import Cell, Grid
 from abacus_ray.evaluation.results import done_keys, key_of, rows_table, write_part
-from abacus_ray.evaluation.runner import _units as work_units  # noqa: PLC2701 (shared packing)
-from abacus_ray.evaluation.runner import cell_cost, check_capacity, settings_for
+from abacus_ray.evaluation.runner import cell_cost, check_capacity, settings_for, work_units
 from abacus_ray.training.checkpoint import META_FILE, read_checkpoint_config, read_json, resolve_checkpoint
 
 GPU_SPEEDUP = 20.0  # assumed items/s of a GPU actor relative to a CPU actor, for the static split

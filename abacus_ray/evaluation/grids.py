@@ -169,7 +169,7 @@ def resolve_grid(*, grid: str | None = None, cells: str | None = None, diagonal_
     if len(given) > 1:
         raise ValueError("--grid: give only one of --grid, --cells, --diagonal")
     if grid is not None:
-        return get_grid(grid)
+        return grid_from_string(grid)  # a name, or the sweeps' cells:SPEC / diagonal:SPEC forms
     if cells is not None:
         return parse_cells(cells)
     if diagonal_spec is not None:

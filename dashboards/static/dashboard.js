@@ -18,14 +18,15 @@
   const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                    "#bcbd22", "#17becf"];
   const CONFIG = { displaylogo: false, responsive: true };
-  const ANNOTATE_MAX_CELLS = 1600; // write the percentage into cells of grids up to 40 x 40 (paper's small plots)
+  const HEATMAP_MAX_SIDE = 200; // longer operands (e.g. a 200..1000 diagonal) are shown by the lines plot only
+  const ANNOTATE_MAX_SIDE = 30; // write the percentage into cells of grids up to 30 x 30 (the paper's small plots)
 
   const byId = new Map(D.entries.map((e) => [e.id, e]));
   const state = { entry: D.entries.length ? D.entries[0].id : null, mode: "model", metric: "accuracy", line: null };
 
   function esc(s) {
-    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")
-      .replace(/'/g, "&#39;");
+    // Plotly reads a few tags (<b>, <a href>, <br>) in text; with '<' escaped none can form.
+    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
   function el(tag, attrs, text) {
     const node = document.createElement(tag);
@@ -118,15 +119,25 @@
     Plotly.purge(div);
     div.replaceChildren(el("div", { class: "empty" }, text));
   }
+  function draw(id, traces, layout) {
+    const div = document.getElementById(id);
+    if (!div) return;
+    for (const old of div.querySelectorAll(":scope > .empty")) old.remove();
+    Plotly.react(div, traces, layout, CONFIG);
+  }
   function renderHeatmap() {
     const cur = current();
     const mean = state.mode === "mean";
     const grid = D.grids[(mean ? "g" : "e") + (mean ? cur.group : cur.id)];
     const first = state.metric === "first" && grid.first;
-    const maxI = Math.max(...grid.i), maxJ = Math.max(...grid.j);
+    const shown = grid.i.map((i, k) => i <= HEATMAP_MAX_SIDE && grid.j[k] <= HEATMAP_MAX_SIDE);
+    const hidden = shown.filter((s) => !s).length;
+    if (hidden === grid.i.length) { showEmpty("heatmap", "Every cell lies beyond operand length " + HEATMAP_MAX_SIDE + "; see the diagonal plot."); return; }
+    const maxI = Math.max(...grid.i.filter((_, k) => shown[k])), maxJ = Math.max(...grid.j.filter((_, k) => shown[k]));
     const z = [], cd = [];
     for (let r = 0; r < maxI; r++) { z.push(new Array(maxJ).fill(null)); cd.push(new Array(maxJ).fill(null)); }
     for (let k = 0; k < grid.i.length; k++) {
+      if (!shown[k]) continue;
       const r = grid.i[k] - 1, c = grid.j[k] - 1;
       z[r][c] = first ? grid.first[k] : grid.acc[k];
       cd[r][c] = [grid.n[k], grid.c[k], first ? grid.first_lo[k] : grid.lo[k], first ? grid.first_hi[k] : grid.hi[k],
@@ -143,9 +154,9 @@
       y: [...Array(maxI).keys()].map((v) => v + 1), zmin: 0, zmax: 100, colorscale: YLGNBU, hoverongaps: false,
       colorbar: { title: { text: "Accuracy (%)" } }, hovertemplate: hover + "<extra></extra>", xgap: 0, ygap: 0,
     };
-    if (maxI * maxJ <= ANNOTATE_MAX_CELLS) {
+    if (Math.max(maxI, maxJ) <= ANNOTATE_MAX_SIDE) {
       trace.texttemplate = "%{z:.0f}";
-      trace.textfont = { size: Math.max(7, Math.min(12, Math.floor(360 / Math.max(maxI, maxJ)))) };
+      trace.textfont = { size: Math.max(6, Math.min(12, Math.floor(220 / Math.max(maxI, maxJ)))) };
     }
     const shapes = [];
     const nI = cur.n_train, nJ = cur.task === "sort" ? cur.n_train_array : cur.n_train;
@@ -154,7 +165,8 @@
                     y1: Math.min(nI, maxI) + 0.5, line: { color: "red", width: 2 }, fillcolor: "rgba(0,0,0,0)" });
     }
     const group = D.groups[String(cur.group)];
-    const title = mean ? `${esc(group.label)} — mean over ${group.entries.length} run(s)` : `${esc(cur.run)} (${cur.model})`;
+    let title = mean ? `${esc(group.label)} — mean over ${group.entries.length} run(s)` : `${esc(cur.run)} (${cur.model})`;
+    if (hidden) title += `<br><span style="font-size:11px">${hidden} cell(s) beyond length ${HEATMAP_MAX_SIDE}: see the diagonal plot</span>`;
     const layout = {
       title: { text: title, font: { size: 14 } }, shapes: shapes, margin: { l: 70, r: 20, t: 50, b: 60 },
       xaxis: { title: { text: xTitle }, constrain: "domain", showgrid: false, tick0: 1 },
@@ -162,7 +174,7 @@
                tick0: 1 },
       plot_bgcolor: "#f0f0f0",
     };
-    Plotly.react("heatmap", [trace], layout, CONFIG);
+    draw("heatmap", [trace], layout);
   }
 
   // ---- lines on the diagonal ---------------------------------------------------------------------
@@ -184,7 +196,9 @@
   }
   function renderLines() {
     const section = document.getElementById("lines-section");
-    if (!Object.keys(D.diagonals).length) { if (section) section.hidden = true; return; }
+    const none = !Object.keys(D.diagonals).length || current().task === "sort"; // i = j means nothing for sorting
+    if (section) section.hidden = none;
+    if (none) return;
     const lines = lineMembers();
     const traces = [];
     const idLengths = new Set();
@@ -204,7 +218,9 @@
         x: xs, y: xs.map((x) => sum.get(x) / cnt.get(x)), line: { color: PALETTE[n % PALETTE.length], width: 2 },
         marker: { size: 4 },
         customdata: single ? single.x.map((x, k) => [single.n[k], single.lo[k], single.hi[k]]) : undefined,
-        hovertemplate: "length %{x}: %{y:.1f}%" + (single ? "<br>n = %{customdata[0]}, 95% interval %{customdata[1]:.1f}–%{customdata[2]:.1f}%" : "") + "<extra>%{fullData.name}</extra>",
+        hovertemplate: "length %{x}: %{y:.1f}%" +
+          (single ? "<br>n = %{customdata[0]}, 95% interval %{customdata[1]:.1f}–%{customdata[2]:.1f}%" : "") +
+          "<extra>%{fullData.name}</extra>",
       });
     });
     const shapes = [], annotations = [];
@@ -213,11 +229,11 @@
       annotations.push({ x: n, y: 100, yref: "y", text: "In Distribution", showarrow: false, xanchor: "left", yanchor: "top",
                          font: { color: "red", size: 11 } });
     }
-    Plotly.react("lines", traces, {
+    draw("lines", traces, {
       margin: { l: 60, r: 20, t: 20, b: 50 }, shapes: shapes, annotations: annotations,
       xaxis: { title: { text: "Operand Length (i = j)" }, rangemode: "tozero" },
       yaxis: { title: { text: "Exact Match Accuracy (%)" }, range: [0, 102] }, legend: { orientation: "h", y: -0.2 },
-    }, CONFIG);
+    });
   }
 
   // ---- region bars with per-seed points ----------------------------------------------------------
@@ -255,10 +271,10 @@
       });
     });
     if (!traces.length) { showEmpty("bars", "No region means for this selection."); return; }
-    Plotly.react("bars", traces, {
-      barmode: "group", scattermode: "group", margin: { l: 60, r: 20, t: 20, b: 80 },
+    draw("bars", traces, {
+      barmode: "group", scattermode: "group", margin: { l: 60, r: 20, t: 20, b: 80 }, xaxis: { type: "category" },
       yaxis: { title: { text: "Exact Match Accuracy (%)" }, range: [0, 110] }, legend: { orientation: "h", y: -0.25 },
-    }, CONFIG);
+    });
   }
 
   // ---- per-recurrence lines (Fig. 15) ------------------------------------------------------------
@@ -269,10 +285,10 @@
       type: "scatter", mode: "lines+markers", name: esc(`${s.run} · ${labels[s.view] || s.view}`), x: s.x, y: s.y,
       line: { color: PALETTE[n % PALETTE.length] }, hovertemplate: "recurrences %{x}: %{y:.1f}%<extra>%{fullData.name}</extra>",
     }));
-    Plotly.react("recurrence", traces, {
+    draw("recurrence", traces, {
       margin: { l: 60, r: 20, t: 20, b: 50 }, xaxis: { title: { text: "Test-time recurrences" }, dtick: 1 },
       yaxis: { title: { text: "Exact Match Accuracy (%)" }, range: [0, 102] }, legend: { orientation: "h", y: -0.2 },
-    }, CONFIG);
+    });
   }
 
   // ---- live mode: reload when the server rebuilt from new Parquet parts -------------------------

@@ -1,0 +1,155 @@
+"""The dashboards in a real browser: headless Chromium (Debian's `chromium`, never a downloaded build)
+driven by Playwright, on a site built from a real tiny sweep (2 models trained for 20 steps, scored on
+the 1..6 square plus the 7..9 diagonal, no Ray).
+
+Checks: no console errors or dialogs on any page; every plot renders, with one heatmap cell per
+evaluated cell in the DOM; the run selector changes the shown run; hovering a cell shows its values;
+hostile run and sweep names (markup, `<script>`) appear as text and never run. The load time of the
+sweep page is printed (not asserted) and a screenshot saved (DASHBOARD_SCREENSHOTS=dir keeps it).
+`make browser-deps` installs the browser; without it the test is skipped with the reason.
+"""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from abacus_ray.evaluation.results import read_cells
+from dashboards.build import build_site
+from dashboards.sample import make_sample
+from dashboards.site import sweep_file
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+RUN = "<script>alert('run')</script><b>bold</b> & co"
+SWEEP = "<img src=x onerror=alert('sweep')>"
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: run `make browser-deps`")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM}: run `make browser-deps` (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    make_sample(root, steps=20, run_names=("seed=0", RUN), second_sweep=SWEEP)
+    index = build_site(root, root / "dashboard")
+    return root, index.parent
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh --user-data-dir
+    with playwright_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS,
+                                                   viewport={"width": 1400, "height": 1000})
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+class Watched:
+    """A page that records console errors, uncaught exceptions, dialogs and requests off the machine."""
+
+    def __init__(self, ctx):
+        self.page = ctx.new_page()
+        self.errors, self.dialogs, self.remote = [], [], []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.on("request", lambda r: self.remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+
+    def open(self, path: Path) -> float:
+        start = time.perf_counter()
+        self.page.goto(path.as_uri())
+        if self.page.query_selector("#dashboard-data"):
+            self.page.wait_for_selector("body[data-rendered='1']", timeout=20_000)
+        return time.perf_counter() - start
+
+    def clean(self):
+        assert self.errors == [] and self.dialogs == [] and self.remote == []
+        assert self.page.evaluate("document.querySelectorAll('img').length") == 0
+        srcs = self.page.evaluate("[...document.scripts].map(s => s.getAttribute('src') || s.type)")
+        assert srcs in ([], ["application/json", "assets/plotly.min.js", "assets/dashboard.js"]), srcs
+
+
+def heatmap_title(page) -> str:
+    return page.evaluate("document.querySelector('#heatmap .gtitle').textContent")
+
+
+def test_every_page_loads_clean(site, browser):
+    root, out = site
+    pages = sorted(out.glob("*.html"))
+    assert {p.name for p in pages} == {"index.html", "paper.html", sweep_file("sample"), sweep_file(SWEEP)}
+    for path in pages:
+        w = Watched(browser)
+        w.open(path)
+        w.clean()
+        if path.name == "index.html":  # hostile names are shown, as text
+            text = w.page.inner_text("main")
+            assert f"sample/{RUN}" in text and SWEEP in text
+        w.page.close()
+
+
+def test_sweep_page_plots_selectors_and_hover(site, browser):
+    root, out = site
+    cells = read_cells(root / "sample" / "results")
+    w = Watched(browser)
+    seconds = w.open(out / sweep_file("sample"))
+    page = w.page
+
+    # Every plot rendered; the heatmap has one labelled cell per evaluated cell (square 36 + diagonal 3).
+    for div in ("heatmap", "lines", "bars"):
+        assert page.evaluate(f"document.querySelectorAll('#{div} .main-svg').length") >= 1, div
+    per_model = cells.groupby("model_id").size()
+    assert set(per_model) == {39}
+    assert page.evaluate("document.querySelectorAll('#heatmap .heatmap-label text').length") == 39
+    assert page.evaluate("document.querySelectorAll('#heatmap .heatmaplayer image').length") == 1
+    assert page.evaluate("document.querySelectorAll('#lines .scatterlayer .trace').length") == 2  # one per run
+    assert page.evaluate("document.querySelectorAll('#bars .barlayer .point').length") == 2  # ID and OOD bars
+    assert page.evaluate("document.querySelectorAll('#heatmap .layer-above path, #heatmap .shapelayer path').length") >= 1
+
+    # The run selector changes the shown run (and the seed selector follows it).
+    assert heatmap_title(page).startswith("sample/seed=0")
+    before = page.evaluate("location.hash")
+    page.select_option("#sel-run", f"sample/{RUN}")
+    page.wait_for_function("document.querySelector('#heatmap .gtitle').textContent.includes('bold')")
+    assert heatmap_title(page).startswith(f"sample/{RUN}")  # markup shown literally
+    assert page.input_value("#sel-seed") == "1"
+    assert page.evaluate("location.hash") != before  # the selection is kept in the URL
+    legend = page.evaluate("[...document.querySelectorAll('#lines .legendtext')].map(t => t.textContent)")
+    assert f"sample/{RUN}" in legend
+
+    # Hover a cell: operand lengths, accuracy, n and the interval of that cell.
+    i, j = 3, 4
+    row = cells[(cells["run_id"] == f"sample/{RUN}") & (cells["i"] == i) & (cells["j"] == j)].iloc[0]
+    x, y = page.evaluate(f"""() => {{
+        const gd = document.getElementById('heatmap'), fl = gd._fullLayout, box = gd.getBoundingClientRect();
+        return [box.left + fl._size.l + fl.xaxis.l2p({j}), box.top + fl._size.t + fl.yaxis.l2p({i})];
+    }}""")
+    page.mouse.move(x, y)
+    page.wait_for_selector("#heatmap .hoverlayer .hovertext", timeout=5_000)
+    hover = page.evaluate("document.querySelector('#heatmap .hoverlayer .hovertext').textContent")
+    assert f"Length of Operand One: {i}" in hover and f"Length of Operand Two: {j}" in hover
+    assert f"n = {row['n']}, {row['n_correct']} correct" in hover
+    assert f"accuracy: {100 * row['accuracy']:.1f}%" in hover and "95% interval" in hover
+
+    # The seed mean of the two runs.
+    page.select_option("#sel-mode", "mean")
+    page.wait_for_function("document.querySelector('#heatmap .gtitle').textContent.includes('mean over 2')")
+    assert page.is_disabled("#sel-run") and page.is_disabled("#sel-seed")
+    assert page.evaluate("document.querySelectorAll('#heatmap .heatmap-label text').length") == 39
+
+    w.clean()
+    shot = root / "sweep.png"
+    page.screenshot(path=str(shot), full_page=True)
+    keep = os.environ.get("DASHBOARD_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / "dashboard_sweep.png")
+    print(f"\nsweep page load (goto -> all plots drawn): {seconds:.2f} s")
+    page.close()
