@@ -17,8 +17,9 @@ import pandas as pd
 from abacus_ray.evaluation.aggregate import wilson_interval, with_intervals
 
 
-def _pct(x) -> list[float]:
-    return [round(float(v) * 100, 2) for v in np.asarray(x, dtype=float)]
+def _pct(x) -> list[float | None]:
+    """Fractions -> percentages to 0.01; missing values (an older part without a column) -> None."""
+    return [None if np.isnan(v) else round(float(v) * 100, 2) for v in np.asarray(x, dtype=float)]
 
 
 def _grid(i, j, acc, n, c, lo, hi, first=None, first_lo=None, first_hi=None, runs=None) -> dict[str, Any]:

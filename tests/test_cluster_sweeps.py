@@ -36,7 +36,7 @@ def test_sweep_runs_tiny_and_writes_swept_columns(path, tmp_path, ray_local):
     from abacus_ray.cluster.sweep import main, swept_keys
 
     sweep = load_sweep(path)
-    flags = ["--set", "train.max_steps=3", "--set", "eval.per_cell=2", "--set", "cluster.trainer=function"]
+    flags = ["--set", "train.max_steps=8", "--set", "eval.per_cell=2", "--set", "cluster.trainer=function"]
     rc = main(sweep, ["--preset", "tiny", "--storage", str(tmp_path), "--max-trials", "2", "--seeds", "1",
                       "--grid", "cells:1-2x1-2", "--no-dashboard", *flags])
     assert rc == 0
