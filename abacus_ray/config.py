@@ -63,14 +63,21 @@ def _paper() -> ExperimentConfig:
 
 
 def _tiny() -> ExperimentConfig:
-    """A CPU model that learns 5-digit addition in a few minutes on 2 cores (see docs/presets.md)."""
+    """A CPU model that learns 5-digit addition on 2 cores in about 2 minutes (3,000 steps of 64).
+
+    The paper's architecture at d = 128 (2 x 1 ST w/ II, post-LN, noise initial state, Abacus with
+    k = 3 x the training length). Calibrated with the steps budget: lr 1e-3 reaches >= 99 % exact
+    match in distribution for seeds 0-3; lr 3e-3 (a pre-LN scratch model's best) makes this post-LN
+    model spike and stall on some seeds, and pre-LN at 3e-3 was no more reliable. The 6-minute
+    device-time cap only binds when many trials share the cores (e.g. `make demo`).
+    """
     return ExperimentConfig(
         name="tiny",
         task=TaskConfig(name="add", train_max_len=5),
         model=ModelConfig(layers=2, recurrences=1, injection="every", hidden=128, intermediate=512,
                           heads=4, max_k=15, abacus_table=256),
-        train=TrainConfig(budget_hours=3 / 60, lr=3e-3, global_batch=64, micro_batch=64, batch_ramp=0.0,
-                          report_every_s=5.0, checkpoint_every_min=1.0),
+        train=TrainConfig(budget_hours=0.1, max_steps=3000, lr=1e-3, global_batch=64, micro_batch=64,
+                          batch_ramp=0.0, report_every_s=5.0, checkpoint_every_min=1.0),
         eval=EvalConfig(grids=("tiny-addition",), per_cell=20),
     )
 

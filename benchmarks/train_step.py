@@ -28,7 +28,7 @@ from abacus_ray.training.loop import train  # noqa: E402
 def measure(preset_name: str, overrides: list[str], device: str, warmup: int, steps: int) -> dict:
     fixed = [f"train.max_steps={warmup + steps}", "train.budget_hours=1e6", "train.batch_ramp=0",
              "train.report_every_s=1e-9", "train.checkpoint_every_min=1e9"]
-    micro = preset(preset_name, overrides).train.micro_batch
+    micro = preset(preset_name, overrides + ["train.global_batch=1000000000"]).train.micro_batch
     cfg = preset(preset_name, overrides + fixed + [f"train.global_batch={micro}"])
     reports: list[dict] = []
     train(cfg, device, report=reports.append)

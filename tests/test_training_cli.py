@@ -1,0 +1,45 @@
+"""`abacus-ray train`: checkpoints in --out, --resume, progress lines and one-line errors."""
+
+from abacus_ray.cli import main
+from abacus_ray.cli.train import progress_text
+from abacus_ray.training.checkpoint import latest_checkpoint, load_checkpoint
+
+SMALL = ["--set", "model.hidden=32", "--set", "model.intermediate=64", "--set", "model.heads=4",
+         "--set", "model.layers=1", "--set", "train.micro_batch=16", "--set", "train.global_batch=16"]
+
+
+def test_train_resume_and_errors(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--set", "train.max_steps=3", *SMALL]) == 0
+    captured = capsys.readouterr()
+    first = latest_checkpoint(out)
+    assert first.name == "step-000000003"
+    assert f"checkpoint: {first}" in captured.out
+    assert f"model_id: {load_checkpoint(first).model_id}" in captured.out
+    assert "step 3 |" in captured.err and "budget 100.0%" in captured.err  # not a TTY: one line per report
+
+    # an existing run is never silently mixed with a new one
+    assert main(["train", "--out", str(out), *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert "error: --out:" in err and "pass --resume" in err
+
+    # --resume uses the stored config (small model) plus overrides: a longer steps budget
+    assert main(["train", "--out", str(out), "--resume", "--set", "train.max_steps=5"]) == 0
+    assert latest_checkpoint(out).name == "step-000000005"
+    resumed = load_checkpoint(out)
+    assert resumed.config.model.hidden == 32 and resumed.meta["step"] == 5
+
+    assert main(["train", "--out", str(tmp_path / "empty"), "--resume"]) == 2
+    assert "--resume: no checkpoint" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "x"), "--set", "train.lr=-1"]) == 2
+    assert "train.lr: must be > 0" in capsys.readouterr().err
+
+
+def test_progress_text():
+    line = progress_text({"step": 1200, "samples": 76800, "samples_per_s": 1500.4, "loss": 0.01234, "lr": 1e-3,
+                          "batch_size": 64, "budget_fraction": 0.4, "device_hours": 0.0123, "eta_s": 95.0})
+    assert line.startswith("step 1,200 | 76,800 samples | 1,500 samples/s | loss 0.0123")
+    assert "budget 40.0% (0.0123 device-h)" in line and line.endswith("ETA 1m35s")
+    assert "MFU 41.0%" in progress_text({**{"step": 1, "samples": 1, "samples_per_s": 1.0, "loss": 1.0, "lr": 0.0,
+                                             "batch_size": 1, "budget_fraction": 0.0, "device_hours": 0.0,
+                                             "eta_s": None}, "mfu": 0.41})
