@@ -6,7 +6,8 @@ extrapolation grows with k." Architecture: the 8 x 2 looped transformer with inp
 Abacus embeddings (paper-spec §10). Evaluated on the diagonal up to 120 and the 100 x 100 grid.
 
 The tiny preset keeps the axes at CPU scale: a 2-layer model on size-5 addition, k scaled by 5/20
-(k = 6, 12, 19, 25 ~ 1.25n..5n), one seed, diagonal up to 30 digits plus the 1..12 square.
+(k = 6, 12, 19, 25 ~ 1.25n..5n), 2,000 steps, one seed, diagonal up to 30 digits plus the 1..12 square
+(`make demo`: four models, two at a time on 2 cores).
 """
 
 import sys
@@ -21,7 +22,8 @@ SWEEP = Sweep(
     axes={"model.max_k": [25, 50, 75, 100]},
     seeds=5,
     grids=("diagonal:1-120", "paper-addition"),
-    tiny=Scale(overrides={"task.train_max_len": 5, "model.layers": 2, "model.recurrences": 1},
+    tiny=Scale(overrides={"task.train_max_len": 5, "model.layers": 2, "model.recurrences": 1,
+                          "train.max_steps": 2000},
                axes={"model.max_k": [6, 12, 19, 25]}, seeds=1,
                grids=("diagonal:1-30", "cells:1-12x1-12")),
 )

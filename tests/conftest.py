@@ -30,3 +30,4 @@ def ray_local():
                  object_store_memory=200 * 1024**2, log_to_driver=False, _node_ip_address="127.0.0.1")
     runtime.quiet_data_progress()
     yield ray
+    ray.shutdown()  # free the cores for the rest of the suite
