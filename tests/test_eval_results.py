@@ -174,3 +174,12 @@ def test_region_means_weight_cells_equally_and_seed_spread():
     assert "100.0" in text and "ood100plus" in text
     ci = with_intervals(cells)
     assert (ci["acc_lo"] <= ci["accuracy"]).all() and (ci["accuracy"] <= ci["acc_hi"]).all()
+
+
+def test_summary_has_one_row_per_model_even_with_distinct_names():
+    """Regression: a pivot over (model_id, name) must not invent the cross product of ids and names."""
+    cells = pd.DataFrame([row(model_id=m, name=name, i=i, j=1) for m, name in (("a", "run-a"), ("b", "run-b"))
+                          for i in (1, 7)])
+    table = summary_table(cells)
+    assert sorted(zip(table["model_id"], table["name"], strict=True)) == [("a", "run-a"), ("b", "run-b")]
+    assert table["id"].notna().all() and table["ood"].notna().all()

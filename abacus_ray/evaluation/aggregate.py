@@ -99,7 +99,7 @@ def summary_table(cells: pd.DataFrame, label_columns: Sequence[str] = ("name", "
     means = region_means(cells, extra_keys=label_columns)
     index = [k for k in ("model_id", *label_columns, "task", "recurrences", "eval_seed", "per_cell")
              if k in means.columns]
-    wide = means.pivot_table(index=index, columns="view", values="accuracy", aggfunc="first", dropna=False)
+    wide = means.groupby([*index, "view"], dropna=False, sort=True)["accuracy"].first().unstack("view")
     counts = means.groupby(index, dropna=False)["cells"].sum().rename("cells")
     wide = (100 * wide).join(counts)
     order = [v for task in sorted(set(means["task"])) for v in views_for(task) if v in wide.columns]
