@@ -21,9 +21,9 @@ def ray_local():
     falls back to the CPU because CUDA is absent. Tests that need their own cluster shut it down.
     """
     os.environ.pop("RAY_ADDRESS", None)
-    from abacus_ray.cluster import runtime
-
     import ray
+
+    from abacus_ray.cluster import runtime
 
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False,

@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from abacus_ray.cluster import runtime
         from abacus_ray.cluster.grid_eval import Source, evaluate_on_ray
-        from abacus_ray.evaluation.grids import resolve_grid_names
-        from abacus_ray.evaluation.config import EvalConfig
         from abacus_ray.configuration import with_overrides
+        from abacus_ray.evaluation.config import EvalConfig
+        from abacus_ray.evaluation.grids import resolve_grid_names
 
         grids = resolve_grid_names(tuple(args.grids or ("diagonal:101-160",)))
         models = find_models(args.results)
