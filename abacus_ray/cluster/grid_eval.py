@@ -28,8 +28,8 @@ import ray.data
 from abacus_ray.configuration import from_dict, to_dict
 from abacus_ray.evaluation.config import EvalConfig
 from abacus_ray.evaluation.grids import Cell, Grid
-from abacus_ray.evaluation.results import done_keys, key_of, rows_table, write_part
-from abacus_ray.evaluation.runner import cell_cost, check_capacity, settings_for, work_units
+from abacus_ray.evaluation.results import done_keys, rows_table, write_part
+from abacus_ray.evaluation.runner import cell_cost, cells_for, check_capacity, missing_cells, work_units
 from abacus_ray.training.checkpoint import META_FILE, read_checkpoint_config, read_json, resolve_checkpoint
 
 GPU_SPEEDUP = 20.0  # assumed items/s of a GPU actor relative to a CPU actor, for the static split
@@ -59,8 +59,6 @@ class GridEvalReport:
 def plan(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig, out_dir: Path,
          ) -> tuple[list[dict[str, Any]], int, int]:
     """Work items for the cells whose key is not in `out_dir` yet: (items, cells to do, cells skipped)."""
-    import torch
-
     have = done_keys(out_dir) if out_dir.exists() else set()
     items: list[dict[str, Any]] = []
     todo_total = skipped = 0
@@ -68,15 +66,9 @@ def plan(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig,
         path = resolve_checkpoint(src.checkpoint)
         cfg = read_checkpoint_config(path)
         model_id = read_json(path / META_FILE)["model_id"]
-        cells: list[Cell] = list(dict.fromkeys(c for g in grids for c in g.cells(cfg.task.name)))
+        cells = cells_for(cfg, grids)
         check_capacity(cfg, cells)
-        todo = []
-        for c in cells:
-            s = settings_for(cfg, eval_cfg, torch.device("cpu"), c.task)
-            key = key_of({"model_id": model_id, "task": c.task, "i": c.i, "j": c.j, "per_cell": s.per_cell,
-                          "eval_seed": s.eval_seed, "recurrences": s.recurrences, "require_eos": s.require_eos})
-            if key not in have:
-                todo.append(c)
+        todo = missing_cells(cfg, model_id, cells, eval_cfg, have)
         skipped += len(cells) - len(todo)
         todo_total += len(todo)
         todo.sort(key=lambda c: (c.task, cell_cost(c, eval_cfg.per_cell)))

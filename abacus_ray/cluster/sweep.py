@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from abacus_ray.config import ExperimentConfig, preset
+from abacus_ray.config import preset
 
 
 def standard(layers: int) -> dict[str, Any]:
@@ -74,9 +74,12 @@ class Sweep:
     paper: Scale = field(default_factory=Scale)
     flags: tuple[Flag, ...] = ()
 
+    def _scale(self, preset_name: str) -> Scale:
+        return {"tiny": self.tiny, "paper": self.paper}.get(preset_name, Scale())
+
     def scaled(self, preset_name: str) -> tuple[dict[str, Any], dict[str, list[Any]], list[dict[str, Any]], int,
                                                  tuple[str, ...]]:
-        s = {"tiny": self.tiny, "paper": self.paper}.get(preset_name, Scale())
+        s = self._scale(preset_name)
         base = {**self.base, **s.overrides}
         axes = s.axes if s.axes is not None else self.axes
         variants = s.variants if s.variants is not None else self.variants
@@ -110,7 +113,7 @@ class Sweep:
         return self.scaled(preset_name)[4]
 
     def eval_recurrences_for(self, preset_name: str) -> tuple[int, ...]:
-        s = {"tiny": self.tiny, "paper": self.paper}.get(preset_name, Scale())
+        s = self._scale(preset_name)
         return s.eval_recurrences if s.eval_recurrences is not None else self.eval_recurrences
 
 
@@ -187,7 +190,3 @@ def main(sweep: Sweep, argv: list[str] | None = None) -> int:
         return 2
     print(f"{sweep.name}: results in {out}")
     return 0
-
-
-def experiment(preset_name: str, overrides: dict[str, Any]) -> ExperimentConfig:
-    return preset(preset_name, overrides)

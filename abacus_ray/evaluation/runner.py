@@ -155,12 +155,27 @@ class EvalReport:
     seconds: float = 0.0
 
 
-def _cells_for(cfg, grids: Sequence[Grid]) -> list[Cell]:
+def cells_for(cfg, grids: Sequence[Grid]) -> list[Cell]:
+    """The unique cells of `grids` for a model of config `cfg`, in grid order."""
     seen: dict[Cell, None] = {}
     for g in grids:
         for c in g.cells(cfg.task.name):
             seen.setdefault(c, None)
     return list(seen)
+
+
+def missing_cells(cfg, model_id: str, cells: Sequence[Cell], eval_cfg: EvalConfig, have: set[tuple], *,
+                  device: torch.device | None = None, samples: bool = False) -> list[Cell]:
+    """The cells whose results key (`results.KEY`) is not in `have`: what a rerun still has to score."""
+    device = device if device is not None else torch.device("cpu")
+    todo = []
+    for c in cells:
+        s = settings_for(cfg, eval_cfg, device, c.task, samples=samples)
+        key = key_of({"model_id": model_id, "task": c.task, "i": c.i, "j": c.j, "per_cell": s.per_cell,
+                      "eval_seed": s.eval_seed, "recurrences": s.recurrences, "require_eos": s.require_eos})
+        if key not in have:
+            todo.append(c)
+    return todo
 
 
 def default_device() -> torch.device:
@@ -190,16 +205,10 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
     for n_ckpt, path in enumerate(checkpoints, 1):
         ckpt = load_checkpoint(path, map_location=device)
         cfg = ckpt.config
-        cells = _cells_for(cfg, grids)
+        cells = cells_for(cfg, grids)
         check_capacity(cfg, cells)
         have = done_keys(out_dir)
-        todo = []
-        for c in cells:
-            s = settings_for(cfg, eval_cfg, device, c.task, samples=samples)
-            key = key_of({"model_id": ckpt.model_id, "task": c.task, "i": c.i, "j": c.j, "per_cell": s.per_cell,
-                          "eval_seed": s.eval_seed, "recurrences": s.recurrences, "require_eos": s.require_eos})
-            if key not in have:
-                todo.append(c)
+        todo = missing_cells(cfg, ckpt.model_id, cells, eval_cfg, have, device=device, samples=samples)
         report.skipped[ckpt.model_id] = len(cells) - len(todo)
         report.evaluated.setdefault(ckpt.model_id, 0)
         if not todo:
