@@ -5,7 +5,9 @@ evaluation with 1 vs 2 actors. CPU, tiny preset, measured side by side in one ru
 
 Both training runs use one thread (a 1-CPU Ray Train worker gets OMP_NUM_THREADS=1), the same
 config and the same number of steps; the Ray time is the Tuner's wall time (trial driver, Train
-controller, worker start-up, reports and checkpoint uploads), Ray start-up excluded.
+controller, worker start-up, reports and checkpoint uploads), Ray start-up excluded. The trial runs
+once as a `TorchTrainer` (`cluster.trainer=torch`, the default) and once with the loop inside the
+Tune trial process (`cluster.trainer=function`).
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ def main() -> int:
     torch.set_num_threads(1)
     tmp = Path(tempfile.mkdtemp(prefix="ray-overhead-"))
 
-    # Calibrate the number of steps that takes ~trial-seconds bare.
-    probe = preset("tiny", {"train.max_steps": 60, "train.budget_hours": 100.0})
-    t_probe, _ = bare(probe, tmp / "probe")
-    steps = max(60, int(60 * args.trial_seconds / t_probe))
+    # Calibrate the steps that take ~trial-seconds bare: two probes separate set-up from per-step time.
+    t_short, _ = bare(preset("tiny", {"train.max_steps": 40, "train.budget_hours": 100.0}), tmp / "probe1")
+    t_long, _ = bare(preset("tiny", {"train.max_steps": 160, "train.budget_hours": 100.0}), tmp / "probe2")
+    per_step = max((t_long - t_short) / 120, 1e-4)
+    steps = max(60, int((args.trial_seconds - (t_short - 40 * per_step)) / per_step))
     cfg_over = {"train.max_steps": steps, "train.budget_hours": 100.0, "train.checkpoint_every_min": 0.5}
     t_bare, ckpt = bare(preset("tiny", cfg_over), tmp / "bare")
 
@@ -55,13 +58,17 @@ def main() -> int:
 
     runtime.init(num_cpus=2)
     runtime.quiet_data_progress()
-    trainable = tune.with_resources(tune.with_parameters(run_trial, storage=str(tmp / "train")), {"cpu": DRIVER_CPU})
-    tuner = tune.Tuner(trainable, param_space={"trial": tune.grid_search([trial_config("tiny", cfg_over, "overhead")])},
-                       run_config=tune.RunConfig(name="tune", storage_path=str(tmp), verbose=0))
-    t = time.perf_counter()
-    grid = tuner.fit()
-    t_ray = time.perf_counter() - t
-    assert grid[0].error is None, grid[0].error
+    t_ray = {}
+    for trainer in ("torch", "function"):
+        over = cfg_over | {"cluster.trainer": trainer}
+        trainable = tune.with_resources(tune.with_parameters(run_trial, storage=str(tmp / f"train-{trainer}")),
+                                        {"cpu": DRIVER_CPU})
+        tuner = tune.Tuner(trainable, param_space={"trial": tune.grid_search([trial_config("tiny", over, trainer)])},
+                           run_config=tune.RunConfig(name=f"tune-{trainer}", storage_path=str(tmp), verbose=0))
+        t = time.perf_counter()
+        grid = tuner.fit()
+        t_ray[trainer] = time.perf_counter() - t
+        assert grid[0].error is None, grid[0].error
 
     from abacus_ray.cluster.grid_eval import Source, evaluate_on_ray
     from abacus_ray.evaluation.config import EvalConfig
@@ -80,7 +87,10 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, 1 thread per training process")
     print(f"training, {steps} steps of the tiny preset (micro-batch {preset('tiny').train.micro_batch}):")
     print(f"  bare loop             {t_bare:7.1f} s")
-    print(f"  Tune + Train trial    {t_ray:7.1f} s   overhead {100 * (t_ray / t_bare - 1):5.1f} %  (goal <= 10 %)")
+    for trainer, label in (("torch", "Tune + Train trial"), ("function", "Tune function trial")):
+        overhead = 100 * (t_ray[trainer] / t_bare - 1)
+        print(f"  {label:<21} {t_ray[trainer]:7.1f} s   overhead {overhead:5.1f} %  (cluster.trainer={trainer}; "
+              "goal <= 10 %)")
     print(f"Ray Data evaluation, {cells} cells x {args.per_cell} problems (teacher-forced):")
     print(f"  1 actor               {times[1]:7.1f} s")
     print(f"  2 actors              {times[2]:7.1f} s   speed-up {times[1] / times[2]:4.2f}x  (goal >= 1.6x)")
