@@ -1,6 +1,9 @@
-"""Shared test settings: small thread counts so the suite behaves the same on 2-core CI machines."""
+"""Shared test settings: small thread counts so the suite behaves the same on 2-core CI machines,
+one embedded Ray per module, and a watch over every socket the suite's processes listen on.
+"""
 
 import os
+import threading
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -25,9 +28,64 @@ def ray_local():
 
     from abacus_ray.cluster import runtime
 
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False,
-                 object_store_memory=200 * 1024**2, log_to_driver=False, _node_ip_address="127.0.0.1")
+    os.environ.setdefault("ABACUS_RAY_OBJECT_STORE_MB", "200")
+    runtime.init(num_cpus=2, num_gpus=1)  # the product's own embedded-Ray start-up (loopback only)
     runtime.quiet_data_progress()
     yield ray
     ray.shutdown()  # free the cores for the rest of the suite
+
+
+class ListenerWatch:
+    """Samples the listening sockets of this process tree in the background; keeps the exposed ones.
+
+    Every Ray process the suite starts (embedded Ray, Train workers and their c10d/gloo sockets, the
+    `ray start --block` head of the job test) descends from the pytest process, so one scan of the tree
+    every `interval` seconds sees them all. Any listener on a non-loopback address fails the session.
+    """
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.exposed: set = set()
+        self.scans = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="listener-watch", daemon=True)
+
+    def _run(self) -> None:
+        from abacus_ray.cluster.census import exposed
+
+        while not self._stop.wait(self.interval):
+            self.exposed.update(exposed())
+            self.scans += 1
+
+    def start(self) -> "ListenerWatch":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def pytest_sessionstart(session):
+    session.config._listener_watch = ListenerWatch().start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    watch = getattr(session.config, "_listener_watch", None)
+    if watch is not None:
+        watch.stop()
+        if watch.exposed:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    watch = getattr(config, "_listener_watch", None)
+    if watch is None:
+        return
+    if watch.exposed:
+        lines = "\n".join(f"  {entry}" for entry in sorted(watch.exposed, key=str))
+        terminalreporter.write_line(f"FAILED listener watch: processes of this suite listened off loopback:\n{lines}",
+                                    red=True)
+    else:
+        terminalreporter.write_line(f"listener watch: {watch.scans} scans, every listener of the suite's processes "
+                                    "on loopback")

@@ -4,6 +4,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,9 +23,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_for_dashboard(url: str, head: subprocess.Popen, deadline_s: float = 120) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if head.poll() is not None:
+            raise RuntimeError(f"ray start exited with {head.returncode}: {head.stdout.read()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/version", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"no Ray dashboard at {url} after {deadline_s} s")
+
+
 @pytest.fixture
 def head(tmp_path):
-    """A `ray start --head` cluster bound to loopback; stopped afterwards."""
+    """A `ray start --head --block` cluster bound to loopback; stopped afterwards.
+
+    `--block` keeps the head's daemons under a child of pytest, so the suite's listener watch
+    (conftest) sees their sockets too.
+    """
     import ray
 
     ray.shutdown()  # the in-process test Ray would compete for the 2 cores
@@ -32,14 +51,20 @@ def head(tmp_path):
                         "RAY_AUTH_MODE": "disabled", "PATH": f"{RAY.parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("RAY_ADDRESS", None)
     gcs, dash = _free_port(), _free_port()
-    subprocess.run([str(RAY), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
-                    "--num-cpus=2", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-                    f"--dashboard-port={dash}", "--disable-usage-stats"],
-                   check=True, env=env, capture_output=True, timeout=120)
+    proc = subprocess.Popen([str(RAY), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={gcs}",
+                             "--num-cpus=2", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+                             f"--dashboard-port={dash}", "--disable-usage-stats"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{dash}"
     try:
-        yield f"http://127.0.0.1:{dash}", env
+        _wait_for_dashboard(url, proc)
+        yield url, env
     finally:
         subprocess.run([str(RAY), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def test_job_submit_runs_fig10(head, tmp_path):

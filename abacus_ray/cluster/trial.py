@@ -24,6 +24,7 @@ from ray.train import Checkpoint, CheckpointConfig, FailureConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 from ray.tune.integration.ray_train import TuneReportCallback
 
+from abacus_ray.cluster.rendezvous import LoopbackTorchConfig
 from abacus_ray.config import ExperimentConfig, preset
 
 MAX_FAILURES = 3  # worker-group restarts per trial before the trial errors
@@ -91,6 +92,7 @@ def run_trial(config: dict[str, Any], storage: str) -> None:
     trainer = TorchTrainer(  # RAY: one Train run per trial; DDP over `workers` (gloo on CPU, nccl on GPU)
         train_worker,
         train_loop_config={"experiment": cfg.to_dict()},
+        torch_config=LoopbackTorchConfig(),  # RAY: process group via a FileStore when on one node (no listener)
         scaling_config=ScalingConfig(num_workers=cl.workers, use_gpu=cl.use_gpu, resources_per_worker=per_worker),
         run_config=ray.train.RunConfig(
             name=f"train-{tune.get_context().get_trial_id()}",  # stable across Tuner.restore

@@ -1,0 +1,87 @@
+"""A census of the processes a run started: where they listen, how much memory and how many files.
+
+Two checks lean on it: the test suite fails if any Ray process it started listens on a non-loopback
+address (`tests/conftest.py`, `tests/test_network.py`), and `benchmarks/soak.py` watches memory, open
+files and process counts stay flat over many sweeps. "Started by us" means descendants of a root
+process: an embedded Ray's daemons and workers are children of the driver, and `ray start --block`
+keeps a head's daemons under the `ray start` process.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True)
+class Listener:
+    pid: int
+    process: str
+    ip: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.process} (pid {self.pid}) listens on {self.ip}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Census:
+    processes: int  # descendants of the root
+    ray_processes: int  # those whose title or command line names Ray
+    rss_mb: float  # resident memory of the root and its descendants
+    open_files: int  # file descriptors of the root and its descendants
+
+
+def is_loopback(ip: str) -> bool:
+    """127.0.0.0/8, ::1 and IPv4-mapped loopback (::ffff:127.0.0.1); '::' and '0.0.0.0' are not."""
+    addr = ipaddress.ip_address(ip.split("%")[0])
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return (mapped or addr).is_loopback
+
+
+def descendants(root: int | None = None) -> list[psutil.Process]:
+    """The root (default: this process) and every live process below it."""
+    try:
+        proc = psutil.Process(root or os.getpid())
+        return [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _title(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())[:80] or proc.name()
+    except psutil.Error:
+        return "?"
+
+
+def listeners(roots: list[int] | None = None) -> list[Listener]:
+    """Listening TCP sockets of the roots' process trees (one system-wide scan)."""
+    procs = {p.pid: p for root in (roots or [os.getpid()]) for p in descendants(root)}
+    found = []
+    for conn in psutil.net_connections(kind="inet"):
+        if conn.status == psutil.CONN_LISTEN and conn.pid in procs:
+            found.append(Listener(conn.pid, _title(procs[conn.pid]), conn.laddr.ip, conn.laddr.port))
+    return found
+
+
+def exposed(roots: list[int] | None = None) -> list[Listener]:
+    """The listeners reachable from other machines (bound to a non-loopback address)."""
+    return [entry for entry in listeners(roots) if not is_loopback(entry.ip)]
+
+
+def census(root: int | None = None) -> Census:
+    """Counts and sizes over the root's process tree; processes that vanish mid-scan are skipped."""
+    procs = descendants(root)
+    rss = files = ray = 0
+    for proc in procs:
+        try:
+            rss += proc.memory_info().rss
+            files += proc.num_fds()
+            ray += "ray" in _title(proc).lower()
+        except psutil.Error:
+            continue
+    return Census(processes=len(procs) - 1, ray_processes=ray, rss_mb=rss / 2**20, open_files=files)

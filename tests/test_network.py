@@ -1,0 +1,113 @@
+"""Nothing the service starts listens beyond loopback: Ray's daemons, Train workers, DDP's c10d store.
+
+The suite-wide watch in conftest fails the session on any exposed listener; these tests make the two
+risky cases explicit (a 2-worker gloo DDP trial, Ray Data evaluation actors) and show the watch can
+see an exposed socket at all.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from abacus_ray.cluster.census import exposed, is_loopback, listeners
+
+pytestmark = pytest.mark.ray
+
+
+class Sampler:
+    """Scans this process tree's listeners every 0.1 s while a block runs."""
+
+    def __init__(self) -> None:
+        self.all, self.exposed, self._stop = set(), set(), threading.Event()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            found = listeners()
+            self.all.update(found)
+            self.exposed.update(entry for entry in found if not is_loopback(entry.ip))
+
+    def __enter__(self) -> "Sampler":
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.mark.parametrize("ip, loopback", [("127.0.0.1", True), ("127.3.4.5", True), ("::1", True),
+                                          ("::ffff:127.0.0.1", True), ("0.0.0.0", False), ("::", False),
+                                          ("10.0.0.7", False), ("::ffff:10.0.0.7", False), ("fe80::1%eth0", False)])
+def test_is_loopback(ip, loopback):
+    assert is_loopback(ip) is loopback
+
+
+def test_census_sees_an_exposed_listener():
+    """The watch is not blind: a process listening on 0.0.0.0 is reported, its 127.0.0.1 socket is not.
+
+    The listener is detached from pytest's process tree (started in the background by a shell that
+    exits), so the suite-wide watch does not count this deliberate exposure.
+    """
+    code = ("import os, socket, time\n"
+            "a = socket.socket(); a.bind(('0.0.0.0', 0)); a.listen()\n"
+            "b = socket.socket(); b.bind(('127.0.0.1', 0)); b.listen()\n"
+            "print(os.getpid(), a.getsockname()[1], b.getsockname()[1], flush=True); time.sleep(60)\n")
+    shell = subprocess.Popen(["sh", "-c", f'"{sys.executable}" -c "$0" &', code], stdout=subprocess.PIPE, text=True)
+    pid, open_port, loop_port = map(int, shell.stdout.readline().split())
+    shell.wait()
+    try:
+        found = {(entry.pid, entry.port) for entry in exposed(roots=[pid])}
+        assert (pid, open_port) in found
+        assert (pid, loop_port) not in found
+        assert not any(entry.pid == pid for entry in exposed())  # not ours: outside this process tree
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_ddp_trial_and_grid_evaluation_listen_on_loopback_only(ray_local, tmp_path):
+    """A 2-worker gloo DDP TorchTrainer trial (c10d rendezvous included) and Ray Data evaluation."""
+    from abacus_ray.cluster.driver import train_all
+    from abacus_ray.cluster.grid_eval import evaluate_on_ray
+    from abacus_ray.config import preset
+    from abacus_ray.evaluation.grids import parse_cells
+    from abacus_ray.evaluation.results import read_cells
+
+    trial = {"cluster.workers": 2, "cluster.cpus_per_worker": 0.5, "train.max_steps": 12,
+             "train.budget_hours": 100.0}
+    with Sampler() as during_training:
+        sources = train_all("net", "tiny", [trial], tmp_path)
+    assert len(sources) == 1
+    with Sampler() as during_eval:
+        evaluate_on_ray(sources, [parse_cells("1-2x1-2")], preset("tiny").eval, tmp_path / "results",
+                        progress=False)
+    assert len(read_cells(tmp_path / "results")) == 4
+    assert during_training.all and during_eval.all, "the sampler saw no listener at all"
+    assert not during_training.exposed, sorted(map(str, during_training.exposed))
+    assert not during_eval.exposed, sorted(map(str, during_eval.exposed))
+
+
+def test_stock_torch_rendezvous_would_expose_the_c10d_store(ray_local, tmp_path):
+    """Why `LoopbackTorchConfig` exists: Ray's default rendezvous opens torch's TCPStore on every interface."""
+    import ray.train
+    from ray.train import ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    from abacus_ray.cluster.rendezvous import LoopbackTorchConfig
+
+    def hold(_config):
+        time.sleep(1.5)  # long enough for the 0.1 s sampler to see the process group's sockets
+
+    seen = {}
+    for name, torch_config in (("stock", TorchConfig()), ("loopback", LoopbackTorchConfig())):
+        with Sampler() as sampler:
+            TorchTrainer(hold, torch_config=torch_config, scaling_config=ScalingConfig(num_workers=1),
+                         run_config=ray.train.RunConfig(name=name, storage_path=str(tmp_path))).fit()
+        seen[name] = sampler.exposed
+    assert any("RayTrainWorker" in entry.process for entry in seen["stock"]), seen["stock"]
+    assert not seen["loopback"], seen["loopback"]
