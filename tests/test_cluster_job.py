@@ -5,7 +5,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,17 +22,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_for_dashboard(url: str, head: subprocess.Popen, deadline_s: float = 120) -> None:
+def _wait_until_started(log: Path, head: subprocess.Popen, deadline_s: float = 120) -> None:
+    """`ray start` prints this line once the GCS, raylet, dashboard and job agent are all up."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if "Ray runtime started" in text:
+            return
         if head.poll() is not None:
-            raise RuntimeError(f"ray start exited with {head.returncode}: {head.stdout.read()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/api/version", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"no Ray dashboard at {url} after {deadline_s} s")
+            raise RuntimeError(f"ray start exited with {head.returncode}: {text[-2000:]}")
+        time.sleep(0.5)
+    raise TimeoutError(f"ray start not up after {deadline_s} s")
 
 
 @pytest.fixture
@@ -54,17 +53,17 @@ def head(tmp_path):
     proc = subprocess.Popen([str(RAY), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={gcs}",
                              "--num-cpus=2", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
                              f"--dashboard-port={dash}", "--disable-usage-stats"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{dash}"
+                            env=env, stdout=(log := (tmp_path / "head.log").open("w")), stderr=subprocess.STDOUT)
     try:
-        _wait_for_dashboard(url, proc)
-        yield url, env
+        _wait_until_started(tmp_path / "head.log", proc)
+        yield f"http://127.0.0.1:{dash}", env
     finally:
         subprocess.run([str(RAY), "stop", "--force"], env=env, capture_output=True, timeout=120)
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def test_job_submit_runs_fig10(head, tmp_path):
@@ -73,7 +72,11 @@ def test_job_submit_runs_fig10(head, tmp_path):
     cmd = [str(RAY), "job", "submit", "--address", address, "--working-dir", str(ROOT), "--",
            "python", "sweeps/fig10_k.py", "--preset", "tiny", "--storage", str(storage), "--max-trials", "2",
            "--set", "train.max_steps=10", "--set", "eval.per_cell=2", "--grid", "cells:1-2x1-2", "--no-dashboard"]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    for _ in range(30):  # the head's job agent registers a few seconds after `ray start` reports success
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        if "No available agent" not in out.stderr:
+            break
+        time.sleep(2)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "succeeded" in out.stdout + out.stderr
     df = read_cells(storage / "fig10_k" / "results")
