@@ -31,6 +31,7 @@ class ExperimentConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
     def __post_init__(self) -> None:
+        check(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed}")
         m, t = self.model, self.task
         if m.uses_abacus:
             need = m.max_k + t.longest_digit_run + 1

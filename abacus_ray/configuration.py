@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -34,6 +36,12 @@ def _optional_inner(tp: Any) -> Any | None:
     return None
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """`repr(value)`, cut to `limit` characters: an error line stays short whatever was passed."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]} ({len(text)} chars)"
+
+
 def coerce(key: str, tp: Any, value: Any) -> Any:
     """Convert `value` (from JSON or a `--set` string) to the field type `tp`, or raise naming `key`."""
     inner = _optional_inner(tp)
@@ -50,47 +58,60 @@ def coerce(key: str, tp: Any, value: Any) -> Any:
             return False
         if isinstance(value, int) and value in (0, 1):
             return bool(value)
-        raise ValueError(f"{key}: expected true/false, got {value!r}")
+        raise ValueError(f"{key}: expected true/false, got {shown(value)}")
     if tp is int:
         if isinstance(value, bool):
-            raise ValueError(f"{key}: expected an integer, got {value!r}")
+            raise ValueError(f"{key}: expected an integer, got {shown(value)}")
+        number = None
         if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
+            number = value
+        elif isinstance(value, float) and value.is_integer():
+            number = int(value)
+        elif isinstance(value, str):
             try:
-                return int(value.strip().replace("_", ""))
+                number = int(value.strip().replace("_", ""))
             except ValueError:
                 pass
-        raise ValueError(f"{key}: expected an integer, got {value!r}")
+        if number is None:
+            raise ValueError(f"{key}: expected an integer, got {shown(value)}")
+        if not INT64_MIN <= number <= INT64_MAX:  # results store every config value in an int64 column
+            raise ValueError(f"{key}: {shown(value)} is outside the 64-bit integer range")
+        return number
     if tp is float:
         if isinstance(value, bool):
             raise ValueError(f"{key}: expected a number, got {value!r}")
+        number = None
         if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
             try:
-                return float(value.strip())
+                number = float(value)
+            except OverflowError:  # an int beyond the float range
+                number = math.inf
+        elif isinstance(value, str):
+            try:
+                number = float(value.strip())
             except ValueError:
                 pass
-        raise ValueError(f"{key}: expected a number, got {value!r}")
+        if number is not None and not math.isfinite(number):
+            raise ValueError(f"{key}: expected a finite number, got {shown(value)}")
+        if number is not None:
+            return number
+        raise ValueError(f"{key}: expected a number, got {shown(value)}")
     if tp is str:
         if isinstance(value, str):
             return value
-        raise ValueError(f"{key}: expected a string, got {value!r}")
+        raise ValueError(f"{key}: expected a string, got {shown(value)}")
     if typing.get_origin(tp) is tuple:
         (item_tp, *_rest) = typing.get_args(tp)
         if isinstance(value, str):
             value = [v for v in value.replace(";", ",").split(",") if v.strip()] if value.strip() else []
         if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{key}: expected a list, got {value!r}")
+            raise ValueError(f"{key}: expected a list, got {shown(value)}")
         return tuple(coerce(f"{key}[{n}]", item_tp, v) for n, v in enumerate(value))
     if _is_config(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, dict):
-            raise ValueError(f"{key}: expected a mapping, got {value!r}")
+            raise ValueError(f"{key}: expected a mapping, got {shown(value)}")
         return from_dict(tp, value, prefix=key)
     raise TypeError(f"{key}: unsupported config field type {tp!r}")
 
@@ -157,7 +178,7 @@ def parse_set(item: str) -> tuple[str, str]:
     key, sep, value = item.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ValueError(f"--set {item!r}: expected key=value, e.g. model.layers=8")
+        raise ValueError(f"--set {shown(item)}: expected key=value, e.g. model.layers=8")
     return key, value.strip()
 
 
@@ -196,4 +217,4 @@ def check(condition: bool, key: str, message: str) -> None:
 
 def check_choice(value: Any, key: str, choices: tuple) -> None:
     if value not in choices:
-        raise ValueError(f"{key}: {value!r} is not one of {', '.join(map(str, choices))}")
+        raise ValueError(f"{key}: {shown(value)} is not one of {', '.join(map(str, choices))}")

@@ -10,18 +10,97 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
+import tempfile
+from pathlib import Path
+from typing import NoReturn
 
 # Subcommand modules in the order `--help` lists them.
 COMMANDS = ("describe", "train", "eval", "summary", "dashboard")
 
 
-class CLIError(Exception):
+class CLIError(ValueError):
     """A user-facing error: printed as one line, exit status 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _culprit_first(message: str) -> str:
+    """argparse's messages reworded so that the offending argument comes first."""
+    message = one_line(message)
+    m = re.fullmatch(r"unrecognized arguments: (.*)", message)
+    if m:
+        return f"{m.group(1)}: unrecognized argument(s)"
+    m = re.fullmatch(r"the following arguments are required: (.*)", message)
+    if m:
+        return f"{m.group(1)}: required"
+    return message.removeprefix("argument ")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the project's error contract: one line `PROG: error: CULPRIT: ...`, exit status 2.
+
+    Stock argparse prints the whole usage block first, which buries the culprit (and breaks callers that
+    read one line). Subparsers inherit the class.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {_culprit_first(message)} (see --help)\n")
+
+
+def error_text(e: BaseException) -> str:
+    """One line naming the culprit: OS errors as `PATH: reason` rather than `[Errno N] reason: 'PATH'`."""
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return one_line(f"{e.filename}: {e.strerror}")
+    return one_line(str(e)) or type(e).__name__
+
+
+def check_output_dir(path: str | Path, flag: str) -> Path:
+    """Refuse an output directory that cannot be created or written to, before any work starts.
+
+    Nothing is left behind: writability is probed with a temporary directory in the nearest existing
+    ancestor (the only test that also holds for root, read-only mounts and quotas), removed at once.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CLIError(f"{flag}: {path} exists and is not a directory")
+    parent = path
+    while not parent.exists() and parent.parent != parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CLIError(f"{flag}: cannot create {path}: {parent} is not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".abacus-ray-probe-", dir=parent))
+    except OSError as e:
+        raise CLIError(f"{flag}: {parent} is not writable ({e.strerror or e})") from None
+    return path
+
+
+def check_device(name: str, flag: str = "--device") -> str:
+    """`auto` (CUDA if available, else CPU) or a torch device string this machine has."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise CLIError(f"{flag}: {name!r} is not a device (auto, cpu, cuda, cuda:N)") from None
+    if device.type not in ("cpu", "cuda"):
+        raise CLIError(f"{flag}: {name!r} is not a device (auto, cpu, cuda, cuda:N)")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise CLIError(f"{flag}: {name} requested but CUDA is not available")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise CLIError(f"{flag}: {name} requested but this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return name
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
         prog="abacus-ray",
         description="Train and evaluate the arithmetic transformers of 'Transformers Can Do Arithmetic "
         "with the Right Embeddings' on a laptop or a Ray cluster.",
@@ -53,14 +132,16 @@ def config_from_args(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0), or a usage error already printed as one line (2)
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     try:
         result = args.func(args)
-    except (ValueError, CLIError, FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError) as e:
+    except (ValueError, CLIError, OSError) as e:
         if os.environ.get("ABACUS_RAY_DEBUG"):
             raise
-        msg = " ".join(str(e).split()) or type(e).__name__
-        print(f"abacus-ray {args.command}: error: {msg}", file=sys.stderr)
+        print(f"abacus-ray {args.command}: error: {error_text(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"abacus-ray {args.command}: interrupted", file=sys.stderr)

@@ -28,10 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    from abacus_ray.cli import check_output_dir
     from dashboards.build import build_site
 
     results = Path(args.results)
-    out = Path(args.out) if args.out else default_out(results)
+    out = check_output_dir(args.out if args.out else default_out(results), "--out")
     if args.serve:
         from dashboards.serve import serve
 

@@ -11,9 +11,9 @@ checkpoint's `eval.grids` are used; unset options also default to that checkpoin
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
+from abacus_ray.cli import check_device, check_output_dir
 from abacus_ray.evaluation.config import ENGINES
 
 
@@ -68,19 +68,26 @@ def _first_config(path: str):
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.evaluation.grids import get_grid, resolve_grid
+    from abacus_ray.evaluation.grids import resolve_grid, resolve_grid_names
     from abacus_ray.evaluation.runner import evaluate
 
-    base = _first_config(args.checkpoints[0]).eval
+    device = None if args.device is None else check_device(args.device)
+    check_output_dir(args.out, "--out")  # refused before any model is loaded or scored
+    first = _first_config(args.checkpoints[0])
     overrides = {"per_cell": args.per_cell, "seed": args.seed, "engine": args.engine,
                  "recurrences": args.recurrences, "precision": args.precision, "token_budget": args.token_budget,
                  "sort_require_eos": args.sort_require_eos}
-    eval_cfg = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
-    if args.grid or args.cells or args.diagonal:
+    # through the first config, so values are checked (and named, e.g. eval.per_cell) as `--set` values are
+    eval_cfg = first.with_overrides({f"eval.{k}": v for k, v in overrides.items() if v is not None}).eval
+    if args.grid is not None or args.cells is not None or args.diagonal is not None:  # '' is a bad spec, not none
         grids = [resolve_grid(grid=args.grid, cells=args.cells, diagonal_spec=args.diagonal)]
-    else:
-        grids = [get_grid(name) for name in eval_cfg.grids]
-    report = evaluate(args.checkpoints, grids, eval_cfg, args.out, device=args.device, samples=args.samples,
+    else:  # the checkpoint's own eval.grids
+        try:
+            grids = resolve_grid_names(eval_cfg.grids)
+        except ValueError as e:
+            raise ValueError(f"eval.grids of {args.checkpoints[0]}: {str(e).removeprefix('--grid: ')}; pass --grid, "
+                             "--cells or --diagonal") from None
+    report = evaluate(args.checkpoints, grids, eval_cfg, args.out, device=device, samples=args.samples,
                       progress=not args.quiet, run_id=args.run_id, flush_every_s=args.flush_every_s,
                       flush_every_cells=args.flush_every_cells)
     done = sum(report.evaluated.values())

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from abacus_ray.cli import CLIError, add_config_args, config_from_args
+from abacus_ray.cli import CLIError, add_config_args, check_device, check_output_dir, config_from_args
 
 
 def register(subparsers) -> None:
@@ -70,38 +70,32 @@ class ProgressLine:
         self.stream.flush()
 
 
-def _device(name: str) -> str:
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise CLIError(f"--device: {name!r} is not a device (auto, cpu, cuda, cuda:N)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise CLIError(f"--device: {name} requested but CUDA is not available")
-    return name
-
-
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.training.checkpoint import latest_checkpoint, read_checkpoint_config
+    from abacus_ray.training.checkpoint import (
+        STATE_FILE,
+        check_train_state,
+        latest_checkpoint,
+        load_checkpoint,
+    )
     from abacus_ray.training.loop import train
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise CLIError(f"--out: {out} exists and is not a directory")
+    out = check_output_dir(args.out, "--out")  # before any training: a checkpoint must be writable
     latest = latest_checkpoint(out)
     if args.resume:
         if latest is None:
             raise CLIError(f"--resume: no checkpoint under {out}")
-        cfg = read_checkpoint_config(latest).with_overrides(args.overrides)
+        # Every file of the checkpoint is checked before anything is printed or trained: weights-only,
+        # hash and shapes (`load_checkpoint`), and a training state that holds what resuming reads.
+        resumed = load_checkpoint(latest)
+        check_train_state(resumed.state, latest / STATE_FILE)
+        cfg = resumed.config.with_overrides(args.overrides)
+        del resumed
     else:
         if latest is not None:
             raise CLIError(f"--out: {out} already holds checkpoints (latest {latest.name}); pass --resume to "
                            "continue it or choose another directory")
         cfg = config_from_args(args)
-    device = _device(args.device)
+    device = check_device(args.device)
     m, t, tc = cfg.model, cfg.task, cfg.train
     limits = [f"{tc.budget_hours:g} device-h"] + ([f"{tc.max_steps:,} steps"] if tc.max_steps else []) + \
              ([f"{tc.max_samples:,} samples"] if tc.max_samples else [])

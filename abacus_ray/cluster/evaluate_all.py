@@ -9,7 +9,6 @@ otherwise; only cells whose key is missing are evaluated, so a second run does n
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -25,8 +24,26 @@ def find_models(root: Path) -> list[Path]:
     return [p for p in found if p is not None]
 
 
+def check_models(models: list[Path], grids) -> None:
+    """Load every checkpoint once on the driver (weights-only, hash-checked) before Ray starts.
+
+    A foreign, truncated or wrong-architecture checkpoint is refused with one line naming its file,
+    instead of failing inside an evaluator actor after the cluster has started; a model's cells must
+    also fit its Abacus table. Costs one load per model (seconds), small beside scoring it.
+    """
+    from abacus_ray.evaluation.runner import cells_for, check_capacity
+    from abacus_ray.training.checkpoint import load_checkpoint
+
+    for path in models:
+        ckpt = load_checkpoint(path, map_location="cpu")
+        check_capacity(ckpt.config, cells_for(ckpt.config, grids))
+        del ckpt
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m abacus_ray.cluster.evaluate_all", description=__doc__.splitlines()[0])
+    from abacus_ray.cli import ArgumentParser, check_output_dir, error_text
+
+    p = ArgumentParser(prog="python -m abacus_ray.cluster.evaluate_all", description=__doc__.splitlines()[0])
     p.add_argument("results", type=Path, help="results root to search for checkpoints")
     p.add_argument("--grid", dest="grids", action="append", default=None,
                    help="grid name or spec (repeatable; default diagonal:101-160, the paper's 100+ set)")
@@ -35,26 +52,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="evaluation seed (default 0)")
     p.add_argument("--address", default=None, help="Ray address (default: $RAY_ADDRESS, else a local Ray)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray")
-    args = p.parse_args(argv)
     try:
-        from abacus_ray.cluster import runtime
-        from abacus_ray.cluster.grid_eval import Source, evaluate_on_ray
+        args = p.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a one-line usage error (2)
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    try:
         from abacus_ray.configuration import with_overrides
         from abacus_ray.evaluation.config import EvalConfig
         from abacus_ray.evaluation.grids import resolve_grid_names
+        from abacus_ray.evaluation.results import done_keys
 
         grids = resolve_grid_names(tuple(args.grids or ("diagonal:101-160",)))
+        overrides = {k: v for k, v in (("per_cell", args.per_cell), ("seed", args.seed)) if v is not None}
+        eval_cfg = with_overrides(EvalConfig(), overrides)
+        if args.num_cpus is not None and args.num_cpus < 1:
+            raise ValueError(f"--num-cpus: must be >= 1, got {args.num_cpus}")
         models = find_models(args.results)
         if not models:
             raise ValueError(f"RESULTS: no checkpoints under {args.results}")
-        overrides = {k: v for k, v in (("per_cell", args.per_cell), ("seed", args.seed)) if v is not None}
-        eval_cfg = with_overrides(EvalConfig(), overrides)
+        out = check_output_dir(args.out or args.results / "results", "--out")
+        done_keys(out)  # a foreign or unreadable results directory is refused here, not after training
+        check_models(models, grids)
+
+        from abacus_ray.cluster import runtime
+        from abacus_ray.cluster.grid_eval import Source, evaluate_on_ray
+
         runtime.init(args.address, num_cpus=args.num_cpus)
         runtime.quiet_data_progress()
-        out = args.out or args.results / "results"
         report = evaluate_on_ray([Source(str(m)) for m in models], grids, eval_cfg, out)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"evaluate_all: error: {' '.join(str(e).split())}", file=sys.stderr)
+    except (ValueError, OSError) as e:
+        print(f"evaluate_all: error: {error_text(e)}", file=sys.stderr)
         return 2
     print(f"evaluate_all: {len(models)} model(s), {report.cells} cells evaluated, {report.skipped} already present, "
           f"{report.seconds:.1f}s -> {out}")

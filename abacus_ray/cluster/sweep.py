@@ -134,7 +134,9 @@ def swept_keys(trials: list[dict[str, Any]]) -> list[str]:
 
 
 def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"sweeps/{sweep.name}.py", description=sweep.caption)
+    from abacus_ray.cli import ArgumentParser  # one-line usage errors, exit status 2
+
+    p = ArgumentParser(prog=f"sweeps/{sweep.name}.py", description=sweep.caption)
     p.add_argument("--preset", choices=["tiny", "paper"], default="tiny",
                    help="tiny: CPU-minutes per model on a laptop; paper: the paper's setting (GPU cluster)")
     p.add_argument("--seeds", type=int, default=None, help="training seeds per configuration (default: the figure's)")
@@ -159,10 +161,18 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
 
 
 def main(sweep: Sweep, argv: list[str] | None = None) -> int:
-    """Parse the standard sweep flags, train every trial through Tune, evaluate, build dashboards."""
-    from abacus_ray.configuration import parse_set
+    """Parse the standard sweep flags, train every trial through Tune, evaluate, build dashboards.
 
-    args = build_parser(sweep).parse_args(argv)
+    Every flag is validated before Ray is imported or started: bad input costs no cluster time.
+    """
+    from abacus_ray.cli import check_output_dir, error_text
+    from abacus_ray.configuration import parse_set
+    from abacus_ray.evaluation.grids import resolve_grid_names
+
+    try:
+        args = build_parser(sweep).parse_args(argv)
+    except SystemExit as e:  # --help (0) or a one-line usage error (2)
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     try:
         extra: dict[str, Any] = dict(parse_set(s) for s in args.overrides)
         if args.budget_hours is not None:
@@ -174,19 +184,28 @@ def main(sweep: Sweep, argv: list[str] | None = None) -> int:
             value = getattr(args, flag.name.lstrip("-").replace("-", "_"))
             if value is not None:
                 axes[flag.key] = [v.strip() for v in value.split(",") if v.strip()]
+                if not axes[flag.key]:
+                    raise ValueError(f"{flag.name}: no value in {value!r}; give one value or a comma list")
         trials = sweep.trials(args.preset, seeds=args.seeds, extra=extra, axes=axes)
+        if not trials:
+            raise ValueError(f"--preset: {args.preset} expands to no trials")
         if args.max_trials is not None:
             if args.max_trials < 1:
                 raise ValueError(f"--max-trials: must be >= 1, got {args.max_trials}")
             trials = trials[: args.max_trials]
+        if args.num_cpus is not None and args.num_cpus < 1:
+            raise ValueError(f"--num-cpus: must be >= 1, got {args.num_cpus}")
         grids = tuple(args.grids) if args.grids else sweep.grids_for(args.preset)
+        resolve_grid_names(grids)
+        if "://" not in args.storage:
+            check_output_dir(args.storage, "--storage")
         from abacus_ray.cluster.driver import run_sweep
 
         out = run_sweep(sweep.name, args.preset, trials, grids, storage=Path(args.storage), address=args.address,
                         evaluate=not args.no_eval, dashboards=not args.no_dashboard, num_cpus=args.num_cpus,
                         eval_recurrences=sweep.eval_recurrences_for(args.preset))
-    except ValueError as e:
-        print(f"{sweep.name}: error: {' '.join(str(e).split())}", file=sys.stderr)
+    except (ValueError, OSError) as e:
+        print(f"{sweep.name}: error: {error_text(e)}", file=sys.stderr)
         return 2
     print(f"{sweep.name}: results in {out}")
     return 0

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from abacus_ray.configuration import shown
 from abacus_ray.tasks.config import TASKS
 
 
@@ -85,7 +86,12 @@ def diagonal(lengths) -> tuple[tuple[int, int], ...]:
 
 # --- spec parsing ------------------------------------------------------------------------------
 
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*(?::\s*(\d+)\s*)?)?$")
+_NUM = r"([0-9]{1,18})"  # ASCII digits only; longer numbers are beyond any bound below anyway
+_RANGE = re.compile(rf"^\s*{_NUM}\s*(?:-\s*{_NUM}\s*(?::\s*{_NUM}\s*)?)?$")
+# Bounds that keep a typo (`1-1000000000`) from materialising billions of cells: far beyond any
+# length a transformer here can be scored on (the paper stops at 1000 digits, 10,060 cells a grid).
+MAX_LENGTH = 100_000
+MAX_CELLS = 1_000_000
 
 
 def parse_lengths(spec: str, key: str = "--diagonal") -> list[int]:
@@ -96,18 +102,22 @@ def parse_lengths(spec: str, key: str = "--diagonal") -> list[int]:
     for part in spec.split(","):
         m = _RANGE.match(part)
         if not m:
-            raise ValueError(f"{key}: cannot read {part.strip()!r} in {spec!r}; expected N, A-B or A-B:STEP "
+            raise ValueError(f"{key}: cannot read {shown(part.strip())} in {shown(spec)}; expected N, A-B or A-B:STEP "
                              f"with positive integers, e.g. 101-160")
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
         step = int(m.group(3)) if m.group(3) else 1
         if lo < 1:
-            raise ValueError(f"{key}: lengths must be >= 1, got {lo} in {spec!r}")
+            raise ValueError(f"{key}: lengths must be >= 1, got {lo} in {shown(spec)}")
         if hi < lo:
-            raise ValueError(f"{key}: range {part.strip()!r} is empty (end {hi} < start {lo})")
+            raise ValueError(f"{key}: range {shown(part.strip())} is empty (end {hi} < start {lo})")
         if step < 1:
-            raise ValueError(f"{key}: step must be >= 1, got {step} in {spec!r}")
+            raise ValueError(f"{key}: step must be >= 1, got {step} in {shown(spec)}")
+        if hi > MAX_LENGTH:
+            raise ValueError(f"{key}: length {hi} in {shown(spec)} is beyond the limit of {MAX_LENGTH:,} digits")
         out.extend(range(lo, hi + 1, step))
+        if len(out) > MAX_CELLS:
+            raise ValueError(f"{key}: {shown(spec)} lists more than {MAX_CELLS:,} lengths")
     return list(dict.fromkeys(out))
 
 
@@ -119,9 +129,11 @@ def parse_cells(spec: str) -> Grid:
     for rect in spec.split("+"):
         parts = rect.lower().split("x")
         if len(parts) != 2:
-            raise ValueError(f"--cells: {rect.strip()!r} is not ROWSxCOLS (e.g. 1-20x1-20 or 5x7)")
+            raise ValueError(f"--cells: {shown(rect.strip())} is not ROWSxCOLS (e.g. 1-20x1-20 or 5x7)")
         rows = parse_lengths(parts[0], "--cells")
         cols = parse_lengths(parts[1], "--cells")
+        if len(pairs) + len(rows) * len(cols) > MAX_CELLS:
+            raise ValueError(f"--cells: {shown(spec)} holds more than {MAX_CELLS:,} cells")
         pairs.extend((i, j) for i in rows for j in cols)
     return Grid(f"cells:{spec.strip()}", _unique(pairs))
 
@@ -159,7 +171,7 @@ def get_grid(name: str) -> Grid:
     try:
         return GRIDS[name]
     except KeyError:
-        raise ValueError(f"--grid: unknown grid {name!r}; choose one of {', '.join(GRIDS)}") from None
+        raise ValueError(f"--grid: unknown grid {shown(name)}; choose one of {', '.join(GRIDS)}") from None
 
 
 def resolve_grid(*, grid: str | None = None, cells: str | None = None, diagonal_spec: str | None = None,
@@ -192,7 +204,7 @@ def grid_from_string(text: str) -> Grid:
         return parse_cells(spec)
     if kind == "diagonal":
         return parse_diagonal(spec)
-    raise ValueError(f"--grid: {text!r} is not a grid name, cells:SPEC or diagonal:SPEC")
+    raise ValueError(f"--grid: {shown(text)} is not a grid name, cells:SPEC or diagonal:SPEC")
 
 
 def resolve_grid_names(names: Sequence[str]) -> list[Grid]:

@@ -42,6 +42,9 @@ SAMPLES_DIR = "samples"
 PART_GLOB = "part-*.parquet"
 
 KEY = ("model_id", "task", "i", "j", "per_cell", "eval_seed", "recurrences", "require_eos")
+# Columns every cell part has held since schema version 1: a file without them is not ours.
+REQUIRED = (*KEY, "region", "n", "n_correct", "accuracy")
+SAMPLE_KEY = (*KEY, "index")
 
 _CORE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("schema_version", pa.int32()),
@@ -208,14 +211,23 @@ def _check_dir(directory: str | Path) -> list[Path]:
     return part_files(directory)
 
 
-def _read_parts(files: Iterable[Path], columns: Sequence[str] | None, where: str) -> pa.Table:
+def _read_parts(files: Iterable[Path], columns: Sequence[str] | None, where: str,
+                required: Sequence[str] = ()) -> pa.Table:
+    """Concatenated parts; a file that is not Parquet, or lacks a `required` column, is named in the error."""
     tables = []
     for f in files:
-        schema = pq.read_schema(f)
-        if "schema_version" not in schema.names:
-            raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no schema_version column)")
-        cols = None if columns is None else [c for c in columns if c in schema.names]
-        t = pq.read_table(f, columns=cols)
+        try:
+            schema = pq.read_schema(f)
+            if "schema_version" not in schema.names:
+                raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no schema_version column)")
+            missing = [c for c in required if c not in schema.names]
+            if missing:
+                raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no {missing[0]} column)")
+            cols = None if columns is None else [c for c in columns if c in schema.names]
+            t = pq.read_table(f, columns=cols)
+        except (pa.ArrowException, OSError) as e:  # garbage bytes, a directory named part-*.parquet, ...
+            first = " ".join(str(e).split())[:200]
+            raise ValueError(f"{where}: {f.name} is not a readable Parquet file ({first})") from None
         if columns is None or "schema_version" in columns:
             versions = set(t.column("schema_version").to_pylist())
             if any(v is None or v > SCHEMA_VERSION for v in versions):
@@ -231,7 +243,7 @@ def read_cells_table(directory: str | Path, columns: Sequence[str] | None = None
     if not files:
         raise ValueError(f"{directory}: holds no abacus-ray results ({PART_GLOB} files); run `abacus-ray eval "
                          f"CHECKPOINT --out {directory}` first")
-    return _read_parts(files, columns, str(directory))
+    return _read_parts(files, columns, str(directory), REQUIRED)
 
 
 def read_cells(directory: str | Path, columns: Sequence[str] | None = None):
@@ -244,7 +256,7 @@ def read_samples(directory: str | Path):
     files = part_files(Path(directory) / SAMPLES_DIR)
     if not files:
         return SAMPLE_SCHEMA.empty_table().to_pandas()
-    return _read_parts(files, None, str(Path(directory) / SAMPLES_DIR)).to_pandas()
+    return _read_parts(files, None, str(Path(directory) / SAMPLES_DIR), SAMPLE_KEY).to_pandas()
 
 
 def done_keys(directory: str | Path) -> set[tuple]:
@@ -255,7 +267,7 @@ def done_keys(directory: str | Path) -> set[tuple]:
     files = part_files(directory)
     if not files:
         return set()
-    t = _read_parts(files, list(KEY) + ["schema_version"], str(directory))
+    t = _read_parts(files, list(KEY) + ["schema_version"], str(directory), REQUIRED)
     cols = [t.column(k).to_pylist() for k in KEY]
     return set(zip(*cols, strict=True))
 

@@ -193,13 +193,17 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
         grids = [grids]
     if not checkpoints:
         raise ValueError("checkpoints: give at least one checkpoint directory")
-    if flush_every_s <= 0:
+    if not flush_every_s > 0:  # NaN too
         raise ValueError(f"flush_every_s: must be > 0, got {flush_every_s}")
     if flush_every_cells < 1:
         raise ValueError(f"flush_every_cells: must be >= 1, got {flush_every_cells}")
     device = torch.device(device) if device is not None else default_device()
     out_dir = Path(out_dir)
     stream = stream or sys.stderr
+    if len(checkpoints) > 1:  # a bad checkpoint anywhere is refused before the first one's rows are written
+        for path in checkpoints:
+            cfg = load_checkpoint(path, map_location="cpu").config
+            check_capacity(cfg, cells_for(cfg, grids))
     report = EvalReport()
     t_start = time.monotonic()
     for n_ckpt, path in enumerate(checkpoints, 1):

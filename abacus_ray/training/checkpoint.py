@@ -197,6 +197,19 @@ def read_checkpoint_config(path: str | Path) -> ExperimentConfig:
         raise ValueError(f"{config_path}: invalid config ({e})") from None
 
 
+RESUME_KEYS = ("optimizer", "step", "samples", "device_hours", "micro_index", "tokens")  # what a resume reads
+
+
+def check_train_state(state: Any, where: Path) -> dict:
+    """`state` if it holds what resuming reads (a weights-only file can still hold any dict)."""
+    if not isinstance(state, dict):
+        raise ValueError(f"{where}: expected a dict of training state")
+    missing = [k for k in RESUME_KEYS if k not in state]
+    if missing:
+        raise ValueError(f"{where}: no {missing[0]!r} entry; not a training state this version can resume")
+    return state
+
+
 @dataclass
 class Checkpoint:
     """A loaded checkpoint: the model in eval mode, its config, identity and (lazily) training state."""
@@ -219,6 +232,31 @@ class Checkpoint:
         return self._state
 
 
+def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, where: Path) -> None:
+    """Refuse weights whose names or shapes differ from `cfg`'s model, before that model is allocated.
+
+    A config.json from elsewhere may describe any model (hidden 65536, a million layers): the layer
+    count is compared first, then the shapes of a meta-device model (no memory), so a mismatch costs
+    nothing and a match allocates no more than the weights file already holds.
+    """
+    from abacus_ray.model.transformer import ArithmeticTransformer
+
+    layers = {k.split(".")[1] for k in weights if k.startswith("layers.") and k.count(".") >= 2}
+    if len(layers) != cfg.model.layers:
+        raise ValueError(f"{where}: weights hold {len(layers)} layer(s) but config.json has model.layers="
+                         f"{cfg.model.layers} (wrong architecture)")
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in ArithmeticTransformer(cfg.model, cfg.vocab_size).state_dict().items()}
+    missing = sorted(set(expected) - set(weights))
+    unexpected = sorted(set(weights) - set(expected))
+    wrong = sorted(k for k in set(expected) & set(weights) if tuple(weights[k].shape) != expected[k])
+    if missing or unexpected or wrong:
+        what = (f"missing {missing[0]}" if missing else f"unexpected {unexpected[0]}" if unexpected else
+                f"{wrong[0]} has shape {tuple(weights[wrong[0]].shape)}, the config needs {expected[wrong[0]]}")
+        n = len(missing) + len(unexpected) + len(wrong)
+        raise ValueError(f"{where}: weights do not fit the configured model ({what}; {n} tensor(s) differ)")
+
+
 def load_checkpoint(directory: str | Path, map_location: Any = "cpu") -> Checkpoint:
     """Rebuild the model of a checkpoint (or of the latest checkpoint under `directory`).
 
@@ -232,6 +270,7 @@ def load_checkpoint(directory: str | Path, map_location: Any = "cpu") -> Checkpo
     weights = load_weights_file(path / MODEL_FILE, "cpu")
     if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
         raise ValueError(f"{path / MODEL_FILE}: expected a state_dict of tensors")
+    check_weights_fit(weights, cfg, path / MODEL_FILE)
     model = ArithmeticTransformer(cfg.model, cfg.vocab_size)
     try:
         model.load_state_dict(weights)

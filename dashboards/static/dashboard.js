@@ -165,7 +165,7 @@
                     y1: Math.min(nI, maxI) + 0.5, line: { color: "red", width: 2 }, fillcolor: "rgba(0,0,0,0)" });
     }
     const group = D.groups[String(cur.group)];
-    let title = mean ? `${esc(group.label)} — mean over ${group.entries.length} run(s)` : `${esc(cur.run)} (${cur.model})`;
+    let title = mean ? `${esc(group.label)} — mean over ${group.entries.length} run(s)` : `${esc(cur.run)} (${esc(cur.model)})`;
     if (hidden) title += `<br><span style="font-size:11px">${hidden} cell(s) beyond length ${HEATMAP_MAX_SIDE}: see the diagonal plot</span>`;
     const layout = {
       title: { text: title, font: { size: 14 } }, shapes: shapes, margin: { l: 70, r: 20, t: 50, b: 60 },
