@@ -56,7 +56,7 @@ def main() -> int:
     sweep = fig10_sweep()
     scratch = Path(tempfile.mkdtemp(prefix="soak-"))
     runtime.init()
-    rows = []
+    rows, censuses = [], []
     start = time.monotonic()
     baseline = census()
     print(f"start: {baseline.processes} processes ({baseline.ray_processes} Ray), {baseline.rss_mb:.0f} MB RSS, "
@@ -76,6 +76,7 @@ def main() -> int:
         shutil.rmtree(storage, ignore_errors=True)
         time.sleep(args.settle_s)
         c = census()
+        censuses.append(c)
         rows.append({"round": n, "minutes": (time.monotonic() - start) / 60, "round_s": seconds,
                      "processes": c.processes, "ray_processes": c.ray_processes, "rss_mb": c.rss_mb,
                      "open_files": c.open_files})
@@ -95,6 +96,10 @@ def main() -> int:
         first, last = trend([row[key] for row in rows])
         change = 100 * (last / first - 1) if first else 0.0
         print(f"  {unit:<14} {first:9.1f} -> {last:9.1f}  ({change:+.1f} %)")
+    if len(censuses) > 2:
+        print(f"memory growth by process, round 2 -> round {len(censuses)}:")
+        for title, delta in censuses[-1].growth(censuses[1]):
+            print(f"  {delta:+8.1f} MB  {title}")
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -33,6 +33,13 @@ class Census:
     ray_processes: int  # those whose title or command line names Ray
     rss_mb: float  # resident memory of the root and its descendants
     open_files: int  # file descriptors of the root and its descendants
+    rss_by_process: dict[str, float] = field(default_factory=dict)  # MB per process title (summed)
+
+    def growth(self, earlier: Census, top: int = 5) -> list[tuple[str, float]]:
+        """The process titles whose memory grew most since `earlier` (MB), largest first."""
+        titles = set(self.rss_by_process) | set(earlier.rss_by_process)
+        deltas = [(t, self.rss_by_process.get(t, 0.0) - earlier.rss_by_process.get(t, 0.0)) for t in titles]
+        return sorted(deltas, key=lambda d: -d[1])[:top]
 
 
 def is_loopback(ip: str) -> bool:
@@ -58,6 +65,16 @@ def _title(proc: psutil.Process) -> str:
         return "?"
 
 
+def _short(title: str) -> str:
+    """'raylet', 'gcs_server', 'log_monitor.py', 'ray::RayTrainWorker': one name per kind of process."""
+    words = title.split()
+    if not words or not words[0].startswith(("/", ".")):
+        return title.split(" --")[0][:60]
+    if os.path.basename(words[0]).startswith("python"):
+        words = [w for w in words[1:] if not w.startswith("-")] or words
+    return os.path.basename(words[0])
+
+
 def listeners(roots: list[int] | None = None) -> list[Listener]:
     """Listening TCP sockets of the roots' process trees (one system-wide scan)."""
     procs = {p.pid: p for root in (roots or [os.getpid()]) for p in descendants(root)}
@@ -77,11 +94,17 @@ def census(root: int | None = None) -> Census:
     """Counts and sizes over the root's process tree; processes that vanish mid-scan are skipped."""
     procs = descendants(root)
     rss = files = ray = 0
+    by_title: dict[str, float] = {}
     for proc in procs:
         try:
-            rss += proc.memory_info().rss
+            title = _title(proc)
+            mem = proc.memory_info().rss
             files += proc.num_fds()
-            ray += "ray" in _title(proc).lower()
         except psutil.Error:
             continue
-    return Census(processes=len(procs) - 1, ray_processes=ray, rss_mb=rss / 2**20, open_files=files)
+        rss += mem
+        ray += "ray" in title.lower()
+        key = _short(title)
+        by_title[key] = by_title.get(key, 0.0) + mem / 2**20
+    return Census(processes=len(procs) - 1, ray_processes=ray, rss_mb=rss / 2**20, open_files=files,
+                  rss_by_process=by_title)
