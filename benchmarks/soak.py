@@ -34,11 +34,14 @@ def fig10_sweep():
     return module.SWEEP
 
 
-def trend(values: list[float]) -> tuple[float, float]:
-    """Mean of the first and of the last quarter of the rounds (after round 1, which warms caches up)."""
+def trend(values: list[float]) -> tuple[float, float, float]:
+    """Medians of the first and last quarter of rounds 2.. and the Theil-Sen slope per round (the median
+    of all pairwise slopes). Round 1 warms caches up; medians ignore a round whose census caught a
+    worker that was still exiting."""
     body = values[1:] or values
     q = max(1, len(body) // 4)
-    return statistics.fmean(body[:q]), statistics.fmean(body[-q:])
+    pairs = [(body[j] - body[i]) / (j - i) for i in range(len(body)) for j in range(i + 1, len(body))]
+    return statistics.median(body[:q]), statistics.median(body[-q:]), statistics.median(pairs) if pairs else 0.0
 
 
 def main() -> int:
@@ -90,12 +93,13 @@ def main() -> int:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-    print(f"\n{len(rows)} rounds in {(time.monotonic() - start) / 60:.1f} min; first vs last quarter of rounds 2..:")
+    print(f"\n{len(rows)} rounds in {(time.monotonic() - start) / 60:.1f} min; median of the first vs the last "
+          "quarter of rounds 2.., and the trend:")
     for key, unit in (("rss_mb", "MB RSS"), ("open_files", "open files"), ("processes", "processes"),
                       ("ray_processes", "Ray processes"), ("round_s", "s per round")):
-        first, last = trend([row[key] for row in rows])
+        first, last, slope = trend([row[key] for row in rows])
         change = 100 * (last / first - 1) if first else 0.0
-        print(f"  {unit:<14} {first:9.1f} -> {last:9.1f}  ({change:+.1f} %)")
+        print(f"  {unit:<14} {first:9.1f} -> {last:9.1f}  ({change:+.1f} %, {slope:+.2f} per round)")
     if len(censuses) > 2:
         print(f"memory growth by process, round 2 -> round {len(censuses)}:")
         for title, delta in censuses[-1].growth(censuses[1]):

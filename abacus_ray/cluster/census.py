@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import time
 from dataclasses import dataclass, field
 
 import psutil
@@ -50,19 +51,27 @@ def is_loopback(ip: str) -> bool:
 
 
 def descendants(root: int | None = None) -> list[psutil.Process]:
-    """The root (default: this process) and every live process below it."""
-    try:
-        proc = psutil.Process(root or os.getpid())
-        return [proc, *proc.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
+    """The root (default: this process) and every live process below it.
+
+    Retried: a process exiting in the middle of the walk can make psutil's recursive walk fail.
+    """
+    for _ in range(5):
+        try:
+            proc = psutil.Process(root or os.getpid())
+            return [proc, *proc.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+        except (psutil.Error, OSError):
+            time.sleep(0.01)
+    return []
 
 
-def _title(proc: psutil.Process) -> str:
+def title(proc: psutil.Process) -> str:
+    """The command line, or the title Ray sets (`ray::RayTrainWorker...`); '' once the process is gone."""
     try:
-        return " ".join(proc.cmdline())[:80] or proc.name()
-    except psutil.Error:
-        return "?"
+        return " ".join(proc.cmdline()).strip() or proc.name()
+    except (psutil.Error, OSError):
+        return ""
 
 
 def _short(title: str) -> str:
@@ -81,7 +90,7 @@ def listeners(roots: list[int] | None = None) -> list[Listener]:
     found = []
     for conn in psutil.net_connections(kind="inet"):
         if conn.status == psutil.CONN_LISTEN and conn.pid in procs:
-            found.append(Listener(conn.pid, _title(procs[conn.pid]), conn.laddr.ip, conn.laddr.port))
+            found.append(Listener(conn.pid, title(procs[conn.pid])[:80], conn.laddr.ip, conn.laddr.port))
     return found
 
 
@@ -97,14 +106,14 @@ def census(root: int | None = None) -> Census:
     by_title: dict[str, float] = {}
     for proc in procs:
         try:
-            title = _title(proc)
+            name = title(proc)
             mem = proc.memory_info().rss
             files += proc.num_fds()
         except psutil.Error:
             continue
         rss += mem
-        ray += "ray" in title.lower()
-        key = _short(title)
+        ray += "ray" in name.lower()
+        key = _short(name)
         by_title[key] = by_title.get(key, 0.0) + mem / 2**20
     return Census(processes=len(procs) - 1, ray_processes=ray, rss_mb=rss / 2**20, open_files=files,
                   rss_by_process=by_title)

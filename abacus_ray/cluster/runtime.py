@@ -20,9 +20,15 @@ LOCAL_ENV = {
 # Only for the embedded local Ray (inherited by every process it spawns): a laptop is never drained
 # or preempted, so the Train V2 preemption-watcher actor (one more process importing ray) is skipped,
 # and the controller polls its workers every 0.25 s instead of 2 s, so a finished trial ends sooner.
+# A long-lived embedded Ray (a driver running sweep after sweep) must not grow: no Prometheus metrics
+# (the dashboard agent kept series for every finished worker, ~2.6 MB per sweep round in
+# benchmarks/soak.py), and the GCS keeps a bounded history of finished tasks and dead actors.
 EMBEDDED_ENV = {
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25",
+    "RAY_enable_metrics_collection": "0",
+    "RAY_task_events_max_num_task_in_gcs": "5000",
+    "RAY_maximum_gcs_destroyed_actor_cached_count": "500",
 }
 
 
