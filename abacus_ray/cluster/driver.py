@@ -89,7 +89,9 @@ def train_all(name: str, preset_name: str, trials: list[dict[str, Any]], root: P
         if path is None and trial_id:  # fall back to the Train run's newest checkpoint on disk
             found = latest_checkpoint(root / "train" / f"train-{trial_id}")
             path = str(found) if found else None
-        if result.error is not None or path is None:
+        # An interrupted sweep returns running trials too: only a trial whose last report says
+        # `final` is done; evaluating a half-trained checkpoint would mix it into the results.
+        if result.error is not None or path is None or not metrics.get("final"):
             failed.append(run_name)
             continue
         sources.append(Source(path, run_id=run_name, trial_id=trial_id))
