@@ -89,3 +89,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     else:
         terminalreporter.write_line(f"listener watch: {watch.scans} scans, every listener of the suite's processes "
                                     "on loopback")
+
+
+# The bad-input tests' fixtures (tests/refusal.py), shared by test_bad_input*.py and test_untrusted.py.
+from refusal import bad_input_tally, ckpt, mul_ckpt, no_ray, unwritable, work  # noqa: E402, F401

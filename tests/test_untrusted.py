@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from test_bad_input import SMALL_MODEL, _save, assert_refused, bad_input_tally, fresh_dir, no_ray, tally  # noqa: F401
+from refusal import SMALL_MODEL, _save, assert_refused, tally
 
 from abacus_ray.cli import main as cli_main
 from abacus_ray.evaluation.results import read_cells, write_part
