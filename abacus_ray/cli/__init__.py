@@ -51,6 +51,15 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {_culprit_first(message)} (see --help)\n")
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit status argparse chose: 0 after --help, 2 after a usage error
+    (already printed as one line by `ArgumentParser.error`)."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+
+
 def error_text(e: BaseException) -> str:
     """One line naming the culprit: OS errors as `PATH: reason` rather than `[Errno N] reason: 'PATH'`."""
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
@@ -132,10 +141,9 @@ def config_from_args(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help (0), or a usage error already printed as one line (2)
-        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
     try:
         result = args.func(args)
     except (ValueError, CLIError, OSError) as e:

@@ -41,7 +41,7 @@ def check_models(models: list[Path], grids) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from abacus_ray.cli import ArgumentParser, check_output_dir, error_text
+    from abacus_ray.cli import ArgumentParser, check_output_dir, error_text, parse_args
 
     p = ArgumentParser(prog="python -m abacus_ray.cluster.evaluate_all", description=__doc__.splitlines()[0])
     p.add_argument("results", type=Path, help="results root to search for checkpoints")
@@ -52,10 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="evaluation seed (default 0)")
     p.add_argument("--address", default=None, help="Ray address (default: $RAY_ADDRESS, else a local Ray)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray")
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:  # --help (0) or a one-line usage error (2)
-        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    args = parse_args(p, argv)
+    if isinstance(args, int):  # --help (0) or a one-line usage error (2)
+        return args
     try:
         from abacus_ray.configuration import with_overrides
         from abacus_ray.evaluation.config import EvalConfig

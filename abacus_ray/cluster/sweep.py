@@ -165,14 +165,13 @@ def main(sweep: Sweep, argv: list[str] | None = None) -> int:
 
     Every flag is validated before Ray is imported or started: bad input costs no cluster time.
     """
-    from abacus_ray.cli import check_output_dir, error_text
+    from abacus_ray.cli import check_output_dir, error_text, parse_args
     from abacus_ray.configuration import parse_set
     from abacus_ray.evaluation.grids import resolve_grid_names
 
-    try:
-        args = build_parser(sweep).parse_args(argv)
-    except SystemExit as e:  # --help (0) or a one-line usage error (2)
-        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    args = parse_args(build_parser(sweep), argv)
+    if isinstance(args, int):  # --help (0) or a one-line usage error (2)
+        return args
     try:
         extra: dict[str, Any] = dict(parse_set(s) for s in args.overrides)
         if args.budget_hours is not None:
