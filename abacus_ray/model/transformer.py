@@ -79,6 +79,8 @@ class ArithmeticTransformer(nn.Module):
         shape = (batch, seq, self.cfg.hidden)
         if self.cfg.init_state == "zeros":
             return torch.zeros(shape, device=device)
+        if generator is None:  # no `generator=None` kwarg: torch.compile cannot trace it with a dynamic shape
+            return self.cfg.init_std * torch.randn(shape, device=device)
         return self.cfg.init_std * torch.randn(shape, device=device, generator=generator)
 
     def flops_per_token(self, seq_len: int, recurrences: float | None = None, *,
