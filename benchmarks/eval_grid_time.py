@@ -1,14 +1,16 @@
 """Wall time of scoring a named grid with the exact-match engine, unit by unit, on one device.
 
-    python benchmarks/eval_grid_time.py CHECKPOINT [--grid paper-addition] [--every 1] [--device cuda]
-        [--engine teacher] [--profile]
+    python benchmarks/eval_grid_time.py [CHECKPOINT] [--preset tiny] [--grid NAME] [--every 1]
+        [--device cuda] [--engine teacher] [--profile]
 
-Loads the checkpoint once, warms up on one cell, then scores every `--every`-th cell of the grid (a
+Loads the checkpoint once (without one: a randomly initialised model of `--preset`, which times the
+same), warms up on one cell, then scores every `--every`-th cell of the grid (a
 spread sample when > 1; 1 = the whole grid) in the work units `abacus-ray eval` uses, synchronising
 the device after each. Prints per-unit rows, then the total: cells, problems, teacher-forced tokens,
 seconds, tokens/s, forward TFLOP/s (`flops_per_token` with no gradient) and, for a sample, the whole
 grid's time extrapolated by token count. `--profile` prints the top device kernels of one unit.
-The engine's cost does not depend on accuracy, so an untrained checkpoint times the same as a trained one.
+The engine's cost does not depend on accuracy, so an untrained model times the same as a trained one.
+The grid defaults to the model's first `eval.grids` entry (tiny: `tiny-addition`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from abacus_ray.config import preset  # noqa: E402
 from abacus_ray.evaluation.config import EvalConfig  # noqa: E402
 from abacus_ray.evaluation.grids import resolve_grid  # noqa: E402
 from abacus_ray.evaluation.runner import cell_cost, cells_for, score_cells, work_units  # noqa: E402
-from abacus_ray.training.checkpoint import load_checkpoint  # noqa: E402
+from abacus_ray.model import ArithmeticTransformer  # noqa: E402
+from abacus_ray.training.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
 
 
 def sync(device: torch.device) -> None:
@@ -35,8 +39,9 @@ def sync(device: torch.device) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoint")
-    p.add_argument("--grid", default="paper-addition")
+    p.add_argument("checkpoint", nargs="?", help="checkpoint directory (default: a random model of --preset)")
+    p.add_argument("--preset", default="tiny", help="model preset when no checkpoint is given (default tiny)")
+    p.add_argument("--grid", default=None, help="named grid (default: the model's first eval.grids entry)")
     p.add_argument("--every", type=int, default=1, help="score every K-th cell (default 1: the whole grid)")
     p.add_argument("--per-cell", type=int, default=100)
     p.add_argument("--engine", default="teacher", choices=("teacher", "kv", "naive"))
@@ -45,10 +50,17 @@ def main() -> None:
     args = p.parse_args()
     device = torch.device(args.device)
     t0 = time.perf_counter()
-    ckpt = load_checkpoint(args.checkpoint, map_location=device)
+    if args.checkpoint:
+        ckpt = load_checkpoint(args.checkpoint, map_location=device)
+    else:
+        torch.manual_seed(0)
+        cfg = preset(args.preset)
+        model = ArithmeticTransformer(cfg.model, cfg.vocab_size).to(device).eval()
+        ckpt = Checkpoint(Path(f"random-{args.preset}"), model, cfg, f"random-{args.preset}", {}, device)
+    grid = args.grid or ckpt.config.eval.grids[0]
     load_s = time.perf_counter() - t0
     eval_cfg = EvalConfig(per_cell=args.per_cell, engine=args.engine)
-    cells = cells_for(ckpt.config, [resolve_grid(grid=args.grid)])
+    cells = cells_for(ckpt.config, [resolve_grid(grid=grid)])
     cells.sort(key=lambda c: (c.task, cell_cost(c, args.per_cell)))  # as `evaluate` orders them
     sample = cells[::args.every]
     t0 = time.perf_counter()
@@ -57,7 +69,7 @@ def main() -> None:
     warm_s = time.perf_counter() - t0
     unit_budget = 4 * (eval_cfg.token_budget or 8192) * (16 if device.type == "cuda" else 1)
     m = ckpt.config.model
-    print(f"# {args.grid} every {args.every}: {len(sample)} of {len(cells)} cells, {args.engine}, {device} "
+    print(f"# {grid} every {args.every}: {len(sample)} of {len(cells)} cells, {args.engine}, {device} "
           f"({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), model {m.layers}x"
           f"{m.recurrences} hidden {m.hidden}; load {load_s:.1f} s, warm-up cell {warm_s:.1f} s")
     print(f"{'unit':>4} {'cells':>5} {'tokens':>10} {'seconds':>8} {'tokens/s':>10}")
@@ -84,7 +96,7 @@ def main() -> None:
         print(f"{u:>4} {len(unit):>5} {tokens:>10,.0f} {dt:>8.2f} {tokens / dt:>10,.0f}", flush=True)
     grid_tokens = sum(cell_cost(c, args.per_cell) for c in cells)
     print(f"total: {len(sample)} cells, {total_tokens:,.0f} tokens in {total_s:.1f} s = {total_tokens / total_s:,.0f} "
-          f"tokens/s, ~{total_flops / total_s / 1e12:.0f} TFLOP/s forward; whole grid ({grid_tokens:,.0f} tokens) "
+          f"tokens/s, ~{total_flops / total_s / 1e12:.3g} TFLOP/s forward; whole grid ({grid_tokens:,.0f} tokens) "
           f"~{total_s * grid_tokens / total_tokens / 60:.1f} min + load {load_s:.0f} s")
 
 
