@@ -200,3 +200,18 @@ def test_zero_initial_state_is_deterministic_without_noise():
     ids = batch()
     with torch.no_grad():
         assert torch.equal(model(ids), model(ids, noise=torch.zeros(*ids.shape, H)))
+
+
+def test_torch_compile_traces_the_noise_initial_state_at_varying_lengths():
+    """`train.compile` wraps the model in torch.compile; training draws the noise initial state itself
+    (noise=None) and batch lengths vary, so the draw must trace with a symbolic length. Dynamo's
+    tracing is what failed (`randn(..., generator=None)`), so the eager backend is enough to check it."""
+    torch._dynamo.reset()
+    model = build().train()
+    compiled = torch.compile(model, backend="eager")  # as train.compile: shapes turn dynamic on change
+    for s in (14, 17, 11):
+        ids = batch(s=s)
+        logits = compiled(ids, abacus_offset=0)
+        assert logits.shape == (3, s, 19) and torch.isfinite(logits).all()
+        noise = noise_for(ids)
+        torch.testing.assert_close(compiled(ids, noise=noise, abacus_offset=0), model(ids, noise=noise, abacus_offset=0))
