@@ -42,7 +42,7 @@ class TrainConfig:
     mask_before_equals: bool = True  # False: also score the prompt (Fig. 16)
     report_every_s: float = 10.0
     checkpoint_every_min: float = 30.0
-    compile: bool = False
+    compile: bool = False  # torch.compile; experimental: a 20-min H100 run crashed in the compiled graph (results §5)
 
     def __post_init__(self) -> None:
         check(self.budget_hours > 0, "train.budget_hours", f"must be > 0, got {self.budget_hours}")
