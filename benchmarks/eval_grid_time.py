@@ -16,6 +16,7 @@ The grid defaults to the model's first `eval.grids` entry (tiny: `tiny-addition`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ import torch  # noqa: E402
 from abacus_ray.config import preset  # noqa: E402
 from abacus_ray.evaluation.config import EvalConfig  # noqa: E402
 from abacus_ray.evaluation.grids import resolve_grid  # noqa: E402
-from abacus_ray.evaluation.runner import cell_cost, cells_for, score_cells, work_units  # noqa: E402
+from abacus_ray.evaluation.runner import cell_cost, cells_for, score_cells, unit_tokens, work_units  # noqa: E402
 from abacus_ray.model import ArithmeticTransformer  # noqa: E402
 from abacus_ray.training.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
 
@@ -67,31 +68,28 @@ def main() -> None:
     score_cells(ckpt, sample[:1], eval_cfg)
     sync(device)
     warm_s = time.perf_counter() - t0
-    unit_budget = 4 * (eval_cfg.token_budget or 8192) * (16 if device.type == "cuda" else 1)
     m = ckpt.config.model
     print(f"# {grid} every {args.every}: {len(sample)} of {len(cells)} cells, {args.engine}, {device} "
           f"({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), model {m.layers}x"
           f"{m.recurrences} hidden {m.hidden}; load {load_s:.1f} s, warm-up cell {warm_s:.1f} s")
+    activities = [torch.profiler.ProfilerActivity.CPU] + (
+        [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
     print(f"{'unit':>4} {'cells':>5} {'tokens':>10} {'seconds':>8} {'tokens/s':>10}")
     total_s, total_tokens, total_flops = 0.0, 0.0, 0.0
-    for u, unit in enumerate(work_units(sample, args.per_cell, unit_budget, 200)):
+    for u, unit in enumerate(work_units(sample, args.per_cell, unit_tokens(eval_cfg, device), 200)):
         tokens = sum(cell_cost(c, args.per_cell) for c in unit)
-        prof = None
-        if args.profile and u == 0:
-            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]
-                                          + ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []))
-            prof.__enter__()
-        t0 = time.perf_counter()
-        score_cells(ckpt, unit, eval_cfg)
-        sync(device)
-        dt = time.perf_counter() - t0
-        if prof is not None:
-            prof.__exit__(None, None, None)
+        profile = args.profile and u == 0
+        with torch.profiler.profile(activities=activities) if profile else contextlib.nullcontext() as prof:
+            t0 = time.perf_counter()
+            score_cells(ckpt, unit, eval_cfg)
+            sync(device)
+            dt = time.perf_counter() - t0
+        if profile:
             key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
             print(prof.key_averages().table(sort_by=key, row_limit=15), flush=True)
         total_s += dt
         total_tokens += tokens
-        seq = max(c.i + c.j + max(c.i, c.j) + 4 for c in unit)
+        seq = int(max(cell_cost(c, 1) for c in unit))  # one problem's line: the unit's longest sequence
         total_flops += tokens * ckpt.model.flops_per_token(seq, m.test_recurrences, grad_recurrences=0)
         print(f"{u:>4} {len(unit):>5} {tokens:>10,.0f} {dt:>8.2f} {tokens / dt:>10,.0f}", flush=True)
     grid_tokens = sum(cell_cost(c, args.per_cell) for c in cells)

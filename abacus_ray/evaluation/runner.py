@@ -224,8 +224,7 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
                        f"[{n_ckpt}/{len(checkpoints)}] {ckpt.model_id[:12]}", stream=stream, enabled=progress)
         pending, pending_samples = [], []
         last_flush = time.monotonic()
-        unit_budget = 4 * (eval_cfg.token_budget or 8192) * (16 if device.type == "cuda" else 1)
-        for unit in work_units(todo, eval_cfg.per_cell, unit_budget, flush_every_cells):
+        for unit in work_units(todo, eval_cfg.per_cell, unit_tokens(eval_cfg, device), flush_every_cells):
             rows, srows = score_cells(ckpt, unit, eval_cfg, samples=samples, run_id=run_id, trial_id=trial_id)
             pending.extend(rows)
             pending_samples.extend(srows)
@@ -240,6 +239,12 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
         bar.close()
     report.seconds = time.monotonic() - t_start
     return report
+
+
+def unit_tokens(eval_cfg: EvalConfig, device: torch.device) -> int:
+    """Estimated tokens per work unit of `evaluate`: four token budgets, 16x more on CUDA, whose
+    automatic batch budget is far larger, so a unit fills the device for a few batches."""
+    return 4 * (eval_cfg.token_budget or 8192) * (16 if device.type == "cuda" else 1)
 
 
 def work_units(cells: list[Cell], per_cell: int, budget: float, max_cells: int | None = None):

@@ -79,9 +79,9 @@ class ArithmeticTransformer(nn.Module):
         shape = (batch, seq, self.cfg.hidden)
         if self.cfg.init_state == "zeros":
             return torch.zeros(shape, device=device)
-        if generator is None:  # no `generator=None` kwarg: torch.compile cannot trace it with a dynamic shape
-            return self.cfg.init_std * torch.randn(shape, device=device)
-        return self.cfg.init_std * torch.randn(shape, device=device, generator=generator)
+        # no `generator=None` kwarg: torch.compile cannot trace it with a dynamic shape
+        drawn_from = {} if generator is None else {"generator": generator}
+        return self.cfg.init_std * torch.randn(shape, device=device, **drawn_from)
 
     def flops_per_token(self, seq_len: int, recurrences: float | None = None, *,
                         grad_recurrences: float | None = None) -> float:
