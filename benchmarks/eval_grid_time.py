@@ -26,11 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from abacus_ray.config import preset  # noqa: E402
-from abacus_ray.evaluation.config import EvalConfig  # noqa: E402
+from abacus_ray.config.evaluation import EvalConfig  # noqa: E402
 from abacus_ray.evaluation.grids import resolve_grid  # noqa: E402
-from abacus_ray.evaluation.runner import cell_cost, cells_for, score_cells, unit_tokens, work_units  # noqa: E402
+from abacus_ray.evaluation.plan import cell_cost, cells_for, unit_tokens, work_units  # noqa: E402
+from abacus_ray.evaluation.runner import score_cells  # noqa: E402
 from abacus_ray.model import ArithmeticTransformer  # noqa: E402
-from abacus_ray.training.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
+from abacus_ray.model.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
 
 
 def sync(device: torch.device) -> None:
@@ -56,7 +57,7 @@ def main() -> None:
     else:
         torch.manual_seed(0)
         cfg = preset(args.preset)
-        model = ArithmeticTransformer(cfg.model, cfg.vocab_size).to(device).eval()
+        model = ArithmeticTransformer.for_experiment(cfg).to(device).eval()
         ckpt = Checkpoint(Path(f"random-{args.preset}"), model, cfg, f"random-{args.preset}", {}, device)
     grid = args.grid or ckpt.config.eval.grids[0]
     load_s = time.perf_counter() - t0
@@ -76,7 +77,7 @@ def main() -> None:
         [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
     print(f"{'unit':>4} {'cells':>5} {'tokens':>10} {'seconds':>8} {'tokens/s':>10}")
     total_s, total_tokens, total_flops = 0.0, 0.0, 0.0
-    for u, unit in enumerate(work_units(sample, args.per_cell, unit_tokens(eval_cfg, device), 200)):
+    for u, unit in enumerate(work_units(sample, args.per_cell, unit_tokens(eval_cfg, device.type), 200)):
         tokens = sum(cell_cost(c, args.per_cell) for c in unit)
         profile = args.profile and u == 0
         with torch.profiler.profile(activities=activities) if profile else contextlib.nullcontext() as prof:

@@ -25,8 +25,8 @@ from abacus_ray.model import ArithmeticTransformer
 def run(name: str, overrides: list[str], batch: int, seq: int, steps: int, device: str, precision: str) -> dict:
     cfg = preset(name.split()[0], overrides)
     torch.manual_seed(0)
-    model = ArithmeticTransformer(cfg.model, cfg.vocab_size).to(device).train()
-    ids = torch.randint(4, cfg.vocab_size, (batch, seq), device=device)
+    model = ArithmeticTransformer.for_experiment(cfg).to(device).train()
+    ids = torch.randint(4, model.vocab_size, (batch, seq), device=device)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     autocast = (torch.autocast(device_type=torch.device(device).type, dtype=dtype) if dtype
                 else contextlib.nullcontext())

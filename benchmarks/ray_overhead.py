@@ -53,33 +53,36 @@ def main() -> int:
     from ray import tune
 
     from abacus_ray.cluster import runtime
-    from abacus_ray.cluster.driver import DRIVER_CPU
-    from abacus_ray.cluster.trial import run_trial, trial_config
+    from abacus_ray.cluster.driver import trial_resources
+    from abacus_ray.cluster.trial import run_trial
+    from abacus_ray.sweep import single
 
     runtime.init(num_cpus=2)
     runtime.quiet_data_progress()
     t_ray = {}
     for trainer in ("torch", "function"):
-        over = cfg_over | {"cluster.trainer": trainer}
-        trainable = tune.with_resources(tune.with_parameters(run_trial, storage=str(tmp / f"train-{trainer}")),
-                                        {"cpu": DRIVER_CPU})
-        tuner = tune.Tuner(trainable, param_space={"trial": tune.grid_search([trial_config("tiny", over, trainer)])},
+        (trial,) = single(trainer, "tiny", cfg_over | {"cluster.trainer": trainer})
+        trainable = tune.with_resources(
+            tune.with_parameters(run_trial, configs={trial.name: trial.config}, storage=str(tmp / f"train-{trainer}")),
+            trial_resources(trial.config))
+        tuner = tune.Tuner(trainable, param_space={"run": trial.name},
                            run_config=tune.RunConfig(name=f"tune-{trainer}", storage_path=str(tmp), verbose=0))
         t = time.perf_counter()
         grid = tuner.fit()
         t_ray[trainer] = time.perf_counter() - t
         assert grid[0].error is None, grid[0].error
 
-    from abacus_ray.cluster.grid_eval import Source, evaluate_on_ray
-    from abacus_ray.evaluation.config import EvalConfig
+    from abacus_ray.cluster.grid_eval import evaluate_on_ray
+    from abacus_ray.config.evaluation import EvalConfig
     from abacus_ray.evaluation.grids import parse_cells
+    from abacus_ray.evaluation.plan import Source, plan_items
 
     grid_cells = [parse_cells(args.cells)]
     eval_cfg = EvalConfig(per_cell=args.per_cell)
     times = {}
     for actors in (1, 2):
-        r = evaluate_on_ray([Source(ckpt)], grid_cells, eval_cfg, tmp / f"eval{actors}", cpu_actors=actors,
-                            gpu_actors=0, progress=False)
+        work = plan_items([Source(ckpt)], grid_cells, eval_cfg, tmp / f"eval{actors}")
+        r = evaluate_on_ray(work, eval_cfg, tmp / f"eval{actors}", cpu_actors=actors, gpu_actors=0, progress=False)
         times[actors] = r.seconds
     runtime.shutdown()
 

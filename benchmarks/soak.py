@@ -22,16 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from abacus_ray.cluster.census import census  # noqa: E402
-
-
-def fig10_sweep():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fig10_k", Path(__file__).resolve().parents[1] / "sweeps" / "fig10_k.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.SWEEP
+from benchmarks.census import census  # noqa: E402
 
 
 def trend(values: list[float]) -> tuple[float, float, float]:
@@ -53,10 +44,11 @@ def main() -> int:
     p.add_argument("--out", default=None, help="write the per-round census as CSV here")
     args = p.parse_args()
 
+    from abacus_ray.cli.sweep import load_sweep
+    from abacus_ray.cli.sweep import main as sweep_main
     from abacus_ray.cluster import runtime
-    from abacus_ray.cluster.sweep import main as sweep_main
 
-    sweep = fig10_sweep()
+    sweep = load_sweep("fig10_k")
     scratch = Path(tempfile.mkdtemp(prefix="soak-"))
     runtime.init()
     rows, censuses = [], []

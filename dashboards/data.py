@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from abacus_ray.config.model import architecture_name, block_name
 from abacus_ray.evaluation.aggregate import MODEL_KEYS
 from abacus_ray.evaluation.results import PART_GLOB, part_files, read_cells
 
@@ -78,21 +79,13 @@ def sweep_preset(results_dir: Path) -> str | None:
 
 
 def arch_label(layers: Any, recurrences: Any, injection: Any) -> str:
-    """The paper's architecture names: ST, ST w/ II (input injection) and LT (looped)."""
-    if _missing(layers) or _missing(recurrences):
-        return "?"
-    if int(recurrences) > 1:
-        return "LT" if injection == "every" else f"LT (inject {injection})"
-    if injection == "every":
-        return "ST w/ II"
-    return "ST" if injection == "first" else f"ST (inject {injection})"
+    """The paper's architecture name of a results row (`config.model.architecture_name`); '?' if unknown."""
+    return "?" if _missing(layers) or _missing(recurrences) else architecture_name(recurrences, injection)
 
 
 def block_label(layers: Any, recurrences: Any) -> str:
-    """`layers x recurrences`, the paper's "Layers in Recurrent Block X Number of Recurrences"."""
-    if _missing(layers) or _missing(recurrences):
-        return "?"
-    return f"{int(layers)}x{int(recurrences)}"
+    """`layers x recurrences` of a results row (`config.model.block_name`); '?' if unknown."""
+    return "?" if _missing(layers) or _missing(recurrences) else block_name(layers, recurrences)
 
 
 def _missing(v: Any) -> bool:

@@ -1,7 +1,7 @@
 """What each evaluated model cost: parameters, steps, samples and device-hours of budget spent.
 
 The cell rows name the checkpoint they were read from; its `meta.json` (written by
-`training.checkpoint.save_checkpoint`) holds the counters. When the checkpoint is not reachable from
+`model.checkpoint.save_checkpoint`) holds the counters. When the checkpoint is not reachable from
 here (evaluated on another node, moved, deleted) the parameter count is still known: the model is
 rebuilt from the row's config columns on the `meta` device, which allocates no memory. Anything that
 cannot be recovered is left empty rather than guessed.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from abacus_ray.configuration import unflatten
+from abacus_ray.config.dicts import unflatten
 from dashboards.data import clean, config_columns
 
 
@@ -69,7 +69,7 @@ def count_params(row: dict[str, Any]) -> int | None:
 
         cfg = config_from_row(row)
         with torch.device("meta"):
-            return int(ArithmeticTransformer(cfg.model, cfg.vocab_size).num_params())
+            return int(ArithmeticTransformer.for_experiment(cfg).num_params())
     except Exception:  # an old or foreign config: the table shows an empty cell instead
         return None
 

@@ -28,7 +28,7 @@ def make_sample(root: str | Path, *, steps: int = 20, per_cell: int = 8, sweep: 
     import torch
 
     from abacus_ray.config import preset
-    from abacus_ray.evaluation.config import EvalConfig
+    from abacus_ray.config.evaluation import EvalConfig
     from abacus_ray.evaluation.grids import parse_cells, parse_diagonal
     from abacus_ray.evaluation.runner import evaluate
     from abacus_ray.training.loop import train

@@ -12,7 +12,8 @@ The tiny preset keeps the axes at CPU scale: a 2-layer model on size-5 addition,
 
 import sys
 
-from abacus_ray.cluster.sweep import Scale, Sweep, main
+from abacus_ray.cli.sweep import main
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="fig10_k",

@@ -8,7 +8,9 @@ Tiny: size-5 and size-8 data with k = 5n/4 .. 7n/4 scaled (8, 10, 12 / 13, 16, 1
 
 import sys
 
-from abacus_ray.cluster.sweep import Scale, Sweep, looped, main
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import looped
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="fig11_large_k",

@@ -10,7 +10,9 @@ Tiny: a 1 x 4 model on size-5 addition, 12-digit cell, recurrences 1..4.
 
 import sys
 
-from abacus_ray.cluster.sweep import Scale, Sweep, looped, main
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import looped
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="fig15_recurrence_outputs",

@@ -9,7 +9,9 @@ Tiny: the depth-2 trio on size-5 addition, Abacus only, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import EMBEDDINGS, TINY_ARCHS, Scale, Sweep, looped, main, standard, standard_ii
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import EMBEDDINGS, TINY_ARCHS, looped, standard, standard_ii
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="fig18_effective_depth",

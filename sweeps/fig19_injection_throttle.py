@@ -10,7 +10,9 @@ Tiny: 2 x 2 and 1 x 4 on size-5 addition, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import Scale, Sweep, looped, main
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import looped
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="fig19_injection_throttle",

@@ -9,7 +9,9 @@ Tiny: the depth-2 trio on size-5 addition, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS, Flag, Scale, Sweep, main
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
+from abacus_ray.sweep import Flag, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig20_random_padding",

@@ -10,7 +10,9 @@ Tiny: depth 2 (ST 2 x 1, ST w/ II 2 x 1, LT 1 x 2) on size-5 addition, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS, Flag, Scale, Sweep, main
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
+from abacus_ray.sweep import Flag, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig3_embeddings",

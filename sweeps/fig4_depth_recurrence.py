@@ -10,7 +10,9 @@ Tiny: effective depth 4 (4 x 1, 2 x 2, 1 x 4) on size-5 addition, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import Flag, Scale, Sweep, looped, main, standard_ii
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import looped, standard_ii
+from abacus_ray.sweep import Flag, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig4_depth_recurrence",

@@ -9,7 +9,9 @@ Tiny: a 2-layer model on size-5 +/- problems, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import Scale, Sweep, looped, main
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import looped
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="fig5_add_sub",

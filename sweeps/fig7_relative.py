@@ -8,7 +8,9 @@ Tiny: ST w/ II 2 x 1 on size-5 addition, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import Scale, Sweep, main, standard_ii
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import standard_ii
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="fig7_relative",

@@ -9,7 +9,9 @@ Tiny: depth-2 architectures, vectors up to length 6, 1..12 square, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS, Scale, Sweep, main
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="fig8_bitwise_or",

@@ -8,7 +8,9 @@ Tiny: size 3, 5 and 8, depth-2 architectures, Abacus only, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS, Scale, Sweep, main
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="fig9_data_size",

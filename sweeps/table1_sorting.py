@@ -9,7 +9,9 @@ Tiny: ST 2 x 1 on up to 3 numbers of up to 3 digits, 1..6 square, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import Scale, Sweep, main, standard
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import standard
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="table1_sorting",

@@ -9,7 +9,9 @@ Tiny: 2-deep architectures on up to 3 x 3 sorting, 1..6 square, one seed.
 
 import sys
 
-from abacus_ray.cluster.sweep import Scale, Sweep, looped, main, standard, standard_ii
+from abacus_ray.cli.sweep import main
+from abacus_ray.config.model import looped, standard, standard_ii
+from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
     name="table2_sorting_arch",

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from refusal import FUZZ, assert_refused, run, tally
 
 from abacus_ray.config import ExperimentConfig, preset
-from abacus_ray.tasks.config import TASKS
+from abacus_ray.config.task import TASKS
 
 # --- 1. CLI flags ------------------------------------------------------------------------------------
 

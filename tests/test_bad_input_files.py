@@ -1,5 +1,5 @@
 """Bad input is refused (3/3): truncated, random and wrong-architecture checkpoints, unwritable output
-directories, empty and foreign results directories, and the sweep files' and `evaluate_all`'s flags,
+directories, empty and foreign results directories, and the sweep files' and `eval-all`'s flags,
 which must be refused before Ray starts."""
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def test_results_part_without_a_required_column(missing, ckpt, work):
         assert f"(no {missing} column)" in message
 
 
-# --- 10. sweep files and evaluate_all: refused before Ray starts -------------------------------------------
+# --- 10. sweep files and eval-all: refused before Ray starts -------------------------------------------
 
 @functools.cache
 def load_sweep(name: str):
@@ -303,13 +303,12 @@ def test_sweep_flags_are_refused_before_ray_starts(flags, no_ray, work):
     sweep = load_sweep("fig10_k")
     storage = work / "sweep-storage"
     assert_refused(["--storage", str(storage), *argv], culprit, "sweep flags (before Ray)",
-                   fn=lambda a: _sweep_main(sweep, a),
-                   prefixes=("fig10_k", "sweeps/fig10_k.py"), roots=[work])
+                   fn=lambda a: _sweep_main(sweep, a), prefixes=("abacus-ray sweep",), roots=[work])
     assert not storage.exists()
 
 
 def _sweep_main(sweep, argv):
-    from abacus_ray.cluster.sweep import main as sweep_main
+    from abacus_ray.cli.sweep import main as sweep_main
 
     return sweep_main(sweep, argv)
 
@@ -329,13 +328,7 @@ def test_figure_flags_and_storage_are_refused_before_ray_starts(argv, culprit, n
         argv += ["--storage", str(work / "sweep-storage")]
     sweep = load_sweep("fig3_embeddings")
     assert_refused(argv, culprit, "sweep flags (before Ray)", fn=lambda a: _sweep_main(sweep, a),
-                   prefixes=("fig3_embeddings", "sweeps/fig3_embeddings.py"), roots=[work])
-
-
-def _evaluate_all(argv):
-    from abacus_ray.cluster.evaluate_all import main as evaluate_all_main
-
-    return evaluate_all_main(argv)
+                   prefixes=("abacus-ray sweep",), roots=[work])
 
 
 @pytest.mark.parametrize("argv, culprit", [
@@ -353,7 +346,7 @@ def _evaluate_all(argv):
     (["{runs}", "--out", "{foreign}"], "{foreign}"),
     (["{runs}", "--bogus"], "--bogus"),
 ])
-def test_evaluate_all_refuses_bad_input_before_ray_starts(argv, culprit, ckpt, no_ray, work):
+def test_eval_all_refuses_bad_input_before_ray_starts(argv, culprit, ckpt, no_ray, work):
     root = fresh_dir(work)
     (root / "empty").mkdir()
     (root / "a-file").write_text("x")
@@ -364,6 +357,5 @@ def test_evaluate_all_refuses_bad_input_before_ray_starts(argv, culprit, ckpt, n
     fill = {"missing": root / "missing", "empty": root / "empty", "file": root / "a-file", "runs": root / "runs",
             "foreign": foreign}
     argv = [a.format(**fill) for a in argv]
-    assert_refused(argv, culprit.format(**fill), "evaluate_all flags (before Ray)", fn=_evaluate_all,
-                   prefixes=("evaluate_all", "python -m abacus_ray.cluster.evaluate_all"), roots=[root])
+    assert_refused(["eval-all", *argv], culprit.format(**fill), "eval-all flags (before Ray)", roots=[root])
     assert not (root / "runs" / "results").exists()

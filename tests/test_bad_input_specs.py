@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from refusal import FUZZ, assert_refused, tally
 from test_bad_input import NEGATIVE, _not_in
 
+from abacus_ray.config.task import TASKS
 from abacus_ray.evaluation import grids as grids_mod
 from abacus_ray.evaluation.grids import grid_from_string, parse_cells, parse_diagonal
 from abacus_ray.tasks import eval_problems, generate, get_tokenizer
-from abacus_ray.tasks.config import TASKS
 from abacus_ray.tasks.stream import encode_problems
 from abacus_ray.tasks.tokenizer import SORT_LABELS
 

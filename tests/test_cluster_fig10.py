@@ -12,12 +12,9 @@ pytestmark = pytest.mark.ray
 
 
 def _fig10():
-    import importlib.util
+    from abacus_ray.cli.sweep import load_sweep
 
-    spec = importlib.util.spec_from_file_location("fig10_k", ROOT / "sweeps" / "fig10_k.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.SWEEP
+    return load_sweep(str(ROOT / "sweeps" / "fig10_k.py"))
 
 
 ARGS = ["--preset", "tiny", "--max-trials", "2", "--set", "train.max_steps=20", "--set", "eval.per_cell=3",
@@ -27,7 +24,7 @@ ARGS = ["--preset", "tiny", "--max-trials", "2", "--set", "train.max_steps=20", 
 @pytest.fixture(scope="module")
 def fig10_run(tmp_path_factory, request):
     request.getfixturevalue("ray_local")
-    from abacus_ray.cluster.sweep import main
+    from abacus_ray.cli.sweep import main
 
     storage = tmp_path_factory.mktemp("fig10")
     assert main(_fig10(), [*ARGS, "--storage", str(storage)]) == 0
@@ -55,7 +52,7 @@ def test_torch_trainer_trials_train_and_evaluate(fig10_run, ray_local):
 
 
 def test_rerun_resumes_without_retraining(fig10_run, ray_local, capsys):
-    from abacus_ray.cluster.sweep import main
+    from abacus_ray.cli.sweep import main
 
     before = _models(fig10_run)
     parts = sorted((fig10_run / "results").glob("part-*.parquet"))
@@ -67,14 +64,17 @@ def test_rerun_resumes_without_retraining(fig10_run, ray_local, capsys):
 
 
 def test_rerun_with_other_trials_is_refused(fig10_run, ray_local):
-    from abacus_ray.cluster.sweep import main
+    from abacus_ray.cli.sweep import main
 
     rc = main(_fig10(), [*ARGS, "--storage", str(fig10_run.parent), "--set", "train.lr=0.01"])
     assert rc == 2
 
 
 def test_eval_100plus_only_missing_cells(fig10_run, ray_local, capsys):
-    from abacus_ray.cluster.evaluate_all import main
+    from abacus_ray.cli import main as cli_main
+
+    def main(args):
+        return cli_main(["eval-all", *args])
 
     args = [str(fig10_run), "--grid", "diagonal:101-103", "--per-cell", "2"]
     assert main(args) == 0

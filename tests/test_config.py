@@ -5,7 +5,7 @@ import json
 import pytest
 
 from abacus_ray.config import ExperimentConfig, preset
-from abacus_ray.configuration import to_json
+from abacus_ray.config.dicts import to_json
 
 
 @pytest.mark.parametrize("name", ["tiny", "paper"])

@@ -119,7 +119,7 @@ def test_params_from_config_on_the_meta_device_and_meta_json(tmp_path):
     row = {"model_id": "m", "checkpoint": None, **config_columns(cfg)}
     from abacus_ray.model.transformer import ArithmeticTransformer
 
-    assert count_params(row) == ArithmeticTransformer(cfg.model, cfg.vocab_size).num_params()
+    assert count_params(row) == ArithmeticTransformer.for_experiment(cfg).num_params()
     ck = tmp_path / "ck"
     ck.mkdir()
     (ck / "meta.json").write_text(json.dumps({"model_id": "m", "num_params": 7, "step": 3, "samples": 192,

@@ -14,7 +14,7 @@ from abacus_ray.cli import main
 from abacus_ray.config import preset
 from abacus_ray.evaluation.results import KEY, part_files, read_cells, read_samples
 from abacus_ray.model import ArithmeticTransformer
-from abacus_ray.training.checkpoint import save_checkpoint
+from abacus_ray.model.checkpoint import save_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def checkpoint(tmp_path_factory):
                           "model.abacus_table=128", "eval.per_cell=3"])
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("ckpt") / "run"
-    save_checkpoint(path, ArithmeticTransformer(cfg.model, cfg.vocab_size), cfg, {"step": 0})
+    save_checkpoint(path, ArithmeticTransformer.for_experiment(cfg), cfg, {"step": 0})
     return path
 
 

@@ -11,6 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from abacus_ray.config.model import POSITIONS
+from abacus_ray.config.task import TaskConfig
 from abacus_ray.evaluation.decoding import greedy_kv, greedy_naive, greedy_per_recurrence, match
 from abacus_ray.evaluation.engine import (
     PreparedCell,
@@ -23,8 +25,6 @@ from abacus_ray.evaluation.grids import Cell
 from abacus_ray.evaluation.noise import cell_noise, cell_seed
 from abacus_ray.evaluation.teacher_forcing import score_teacher_forced
 from abacus_ray.model import ArithmeticTransformer, ModelConfig
-from abacus_ray.model.config import POSITIONS
-from abacus_ray.tasks.config import TaskConfig
 from abacus_ray.tasks.evalsets import eval_problems
 from abacus_ray.tasks.formats import Problem
 from abacus_ray.tasks.stream import TrainStream, encode_problems

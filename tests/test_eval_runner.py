@@ -7,14 +7,15 @@ import pytest
 import torch
 
 from abacus_ray.config import preset
-from abacus_ray.evaluation.config import EvalConfig
+from abacus_ray.config.evaluation import EvalConfig
 from abacus_ray.evaluation.grids import Cell, parse_cells
+from abacus_ray.evaluation.plan import check_capacity
 from abacus_ray.evaluation.results import KEY, read_cells, read_samples
-from abacus_ray.evaluation.runner import check_capacity, evaluate, score_cells
+from abacus_ray.evaluation.runner import evaluate, score_cells
 from abacus_ray.model import ArithmeticTransformer
 from abacus_ray.model.cache import KVCache
+from abacus_ray.model.checkpoint import save_checkpoint
 from abacus_ray.tasks.tokenizer import EOS, PAD, get_tokenizer
-from abacus_ray.training.checkpoint import save_checkpoint
 
 TOK = get_tokenizer("pad")
 
@@ -130,7 +131,7 @@ def checkpoints(tmp_path_factory):
         cfg = preset("tiny", ["model.hidden=16", "model.intermediate=32", "model.heads=2", "model.layers=1",
                               f"seed={seed}"])
         torch.manual_seed(seed)
-        model = ArithmeticTransformer(cfg.model, cfg.vocab_size)
+        model = ArithmeticTransformer.for_experiment(cfg)
         save_checkpoint(root / f"run{seed}", model, cfg, {"step": 0})
         paths.append(root / f"run{seed}")
     return paths

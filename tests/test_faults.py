@@ -25,8 +25,8 @@ import psutil
 import pytest
 import torch
 
-from abacus_ray.cluster.census import descendants, title
 from abacus_ray.config import preset
+from benchmarks.census import descendants, title
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # each test runs real processes for tens of seconds (all run in CI)
@@ -218,14 +218,15 @@ def sessions(reports: list[dict]) -> list[list[dict]]:
 @pytest.mark.ray
 def test_killed_train_worker_resumes_from_its_last_checkpoint(local_ray, tmp_path):
     from abacus_ray.cluster.driver import train_all
-    from abacus_ray.training.checkpoint import load_weights_file
+    from abacus_ray.model.checkpoint import load_weights_file
+    from abacus_ray.sweep import single
 
     root = tmp_path / "sweep"
     killer = WorkerKiller(root)
     killer.start()
     t0 = time.monotonic()
     try:
-        sources = train_all("fault", "tiny", [TRIAL_OVERRIDES], root)
+        sources = [src for src, _ in train_all("fault", "tiny", single("fault", "tiny", TRIAL_OVERRIDES), root)]
     finally:
         killer.stop.set()
         killer.join()
@@ -404,7 +405,7 @@ class EvalPath:
                     self.grid.removeprefix("cells:"), "--per-cell", str(EVAL_PER_CELL), "--flush-every-cells", "2",
                     "--device", "cpu", "--quiet"]
         # Ray Data: one part per work item of <= 64 cells: ~14 parts per full run
-        return [sys.executable, "-m", "abacus_ray.cluster.evaluate_all", str(models), "--grid", self.grid,
+        return [str(Path(sys.executable).with_name("abacus-ray")), "eval-all", str(models), "--grid", self.grid,
                 "--per-cell", str(EVAL_PER_CELL), "--out", str(out), "--num-cpus", "2"]
 
 
@@ -500,7 +501,7 @@ def kill_at_random_point(cmd: list[str], out: Path, seed: int, path: EvalPath, l
 def test_killed_grid_evaluation_reruns_to_exactly_every_cell(name, eval_models, tmp_path):
     from abacus_ray.evaluation.grids import resolve_grid_names
     from abacus_ray.evaluation.results import KEY, read_cells
-    from abacus_ray.training.checkpoint import latest_checkpoint
+    from abacus_ray.model.checkpoint import latest_checkpoint
 
     path, out = EVAL_PATHS[name], tmp_path / "results"
     cmd = path.command(name, eval_models, out)

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from abacus_ray.config.model import POSITIONS
 from abacus_ray.model import ArithmeticTransformer, ModelConfig
-from abacus_ray.model.config import POSITIONS
 from abacus_ray.tasks.tokenizer import get_tokenizer
 
 H = 32

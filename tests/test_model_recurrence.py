@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
+from abacus_ray.config.model import INJECTIONS, POSITIONS
 from abacus_ray.model import ArithmeticTransformer, ModelConfig, abacus_positions
-from abacus_ray.model.config import INJECTIONS, POSITIONS
 
 H = 32
 

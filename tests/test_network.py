@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from abacus_ray.cluster.census import exposed, is_loopback, listeners
+from benchmarks.census import exposed, is_loopback, listeners
 
 pytestmark = pytest.mark.ray
 
@@ -75,18 +75,20 @@ def test_ddp_trial_and_grid_evaluation_listen_on_loopback_only(ray_local, tmp_pa
     """A 2-worker gloo DDP TorchTrainer trial (c10d rendezvous included) and Ray Data evaluation."""
     from abacus_ray.cluster.driver import train_all
     from abacus_ray.cluster.grid_eval import evaluate_on_ray
-    from abacus_ray.config import preset
     from abacus_ray.evaluation.grids import parse_cells
+    from abacus_ray.evaluation.plan import plan_items
     from abacus_ray.evaluation.results import read_cells
+    from abacus_ray.sweep import single
 
     trial = {"cluster.workers": 2, "cluster.cpus_per_worker": 0.5, "train.max_steps": 12,
              "train.budget_hours": 100.0}
     with Sampler() as during_training:
-        sources = train_all("net", "tiny", [trial], tmp_path)
-    assert len(sources) == 1
+        finished = train_all("net", "tiny", single("net", "tiny", trial), tmp_path)
+    assert len(finished) == 1
+    (source, cfg), = finished
     with Sampler() as during_eval:
-        evaluate_on_ray(sources, [parse_cells("1-2x1-2")], preset("tiny").eval, tmp_path / "results",
-                        progress=False)
+        work = plan_items([source], [parse_cells("1-2x1-2")], cfg.eval, tmp_path / "results")
+        evaluate_on_ray(work, cfg.eval, tmp_path / "results", progress=False)
     assert len(read_cells(tmp_path / "results")) == 4
     assert during_training.all and during_eval.all, "the sampler saw no listener at all"
     assert not during_training.exposed, sorted(map(str, during_training.exposed))

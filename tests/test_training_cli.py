@@ -2,7 +2,7 @@
 
 from abacus_ray.cli import main
 from abacus_ray.cli.train import progress_text
-from abacus_ray.training.checkpoint import latest_checkpoint, load_checkpoint
+from abacus_ray.model.checkpoint import latest_checkpoint, load_checkpoint
 
 SMALL = ["--set", "model.hidden=32", "--set", "model.intermediate=64", "--set", "model.heads=4",
          "--set", "model.layers=1", "--set", "train.micro_batch=16", "--set", "train.global_batch=16"]

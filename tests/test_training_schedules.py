@@ -4,10 +4,10 @@ import pytest
 import torch
 from torch import nn
 
-from abacus_ray.model.config import ModelConfig
+from abacus_ray.config.model import ModelConfig
+from abacus_ray.config.train import TrainConfig
 from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.training.budget import Budget
-from abacus_ray.training.config import TrainConfig
 from abacus_ray.training.optimizer import build_optimizer, decays, parameter_groups
 from abacus_ray.training.schedules import accumulation_steps, fake_step, lr_multiplier, ramped_batch_size
 

@@ -6,7 +6,7 @@
   planted as `model.pt` or `train_state.pt` of an otherwise valid checkpoint, in three container
   formats, is refused with one line naming the file (CLI exit 2) on every path that loads
   checkpoints (`abacus-ray eval`, `abacus-ray train --resume`, the Ray Data evaluator actor's loader,
-  `evaluate_all` before Ray starts), and the marker is never created. A positive control shows that
+  `eval-all` before Ray starts), and the marker is never created. A positive control shows that
   each payload does run code when unpickled unsafely.
 * A results part whose Arrow schema carries a pickled Python extension type is read as data only.
 * The dashboards escape every user-supplied string: run ids, model ids, config values, sweep and
@@ -39,7 +39,7 @@ from refusal import SMALL_MODEL, _save, assert_refused, tally
 
 from abacus_ray.cli import main as cli_main
 from abacus_ray.evaluation.results import read_cells, write_part
-from abacus_ray.training.checkpoint import load_checkpoint
+from abacus_ray.model.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("abacus_ray", "dashboards", "sweeps", "benchmarks")
@@ -83,7 +83,7 @@ def test_every_load_in_the_code_base_is_weights_only():
             if isinstance(func, ast.Name) and name in ("eval", "exec"):
                 problems.append(f"{where}: builtin {name}()")
     assert problems == []
-    assert torch_loads == ["abacus_ray/training/checkpoint.py:" + torch_loads[0].rsplit(":", 1)[1]], torch_loads
+    assert torch_loads == ["abacus_ray/model/checkpoint.py:" + torch_loads[0].rsplit(":", 1)[1]], torch_loads
     tally("untrusted: source scan (torch.load sites, imports)", 1)
 
 
@@ -157,10 +157,8 @@ def planted(ckpt: Path, tmp_path: Path, file: str, payload: type, container: str
 @pytest.mark.parametrize("container", CONTAINERS)
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda c: c.__name__)
 def test_malicious_weights_are_refused_on_every_loading_path(payload, container, ckpt, tmp_path, no_ray):  # noqa: F811
-    from abacus_ray.cluster.evaluate_all import main as evaluate_all
     from abacus_ray.cluster.grid_eval import CellEvaluator
-    from abacus_ray.configuration import to_dict
-    from abacus_ray.evaluation.config import EvalConfig
+    from abacus_ray.config.evaluation import EvalConfig
 
     target, marker = planted(ckpt, tmp_path, "model.pt", payload, container)
     culprit = str(target / "model.pt")
@@ -172,10 +170,9 @@ def test_malicious_weights_are_refused_on_every_loading_path(payload, container,
                    "untrusted: malicious pickle", roots=[tmp_path])  # a run directory: its latest checkpoint
     assert_refused(["train", "--out", str(target.parent), "--resume", "--device", "cpu"], culprit,
                    "untrusted: malicious pickle", roots=[tmp_path])
-    assert_refused([str(target.parent)], culprit, "untrusted: malicious pickle", fn=evaluate_all,
-                   prefixes=("evaluate_all",), roots=[tmp_path])
+    assert_refused(["eval-all", str(target.parent)], culprit, "untrusted: malicious pickle", roots=[tmp_path])
     with pytest.raises(ValueError, match=re.escape(culprit)):  # the loader the Ray Data evaluator actors use
-        CellEvaluator("cpu", to_dict(EvalConfig()))._load(str(target))
+        CellEvaluator("cpu", EvalConfig())._load(str(target))
     with pytest.raises(ValueError, match=re.escape(culprit)):
         load_checkpoint(target)
     tally("untrusted: malicious pickle", 2)

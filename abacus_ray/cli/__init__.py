@@ -1,5 +1,9 @@
 """`abacus-ray` command line: argparse subcommands, one module each under `abacus_ray/cli/`.
 
+The one entry point: `describe`, `train`, `eval`, `eval-all`, `sweep`, `summary`, `dashboard`; the sweep
+files (`python sweeps/NAME.py`) and `make` targets call it too, so every command shares one parser class
+and one error path.
+
 Every subcommand module exposes `register(subparsers)`, which adds its parser and sets
 `func=handler`. Bad input (a `ValueError` from config validation, a missing file) is printed as one
 line naming the culprit and exits with status 2; set ABACUS_RAY_DEBUG=1 for the traceback.
@@ -14,10 +18,13 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-# Subcommand modules in the order `--help` lists them.
-COMMANDS = ("describe", "train", "eval", "summary", "dashboard")
+if TYPE_CHECKING:
+    from abacus_ray.config import ExperimentConfig
+
+# Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
+COMMANDS = ("describe", "train", "eval", "eval_all", "sweep", "summary", "dashboard")
 
 
 class CLIError(ValueError):
@@ -116,13 +123,7 @@ def build_parser() -> ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"abacus_ray.cli.{name}")
-        except ModuleNotFoundError as e:  # a layer not built yet must not break the others
-            if e.name and e.name.startswith("abacus_ray.cli."):
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(f"abacus_ray.cli.{name}").register(sub)
     return parser
 
 
@@ -133,7 +134,8 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str = "tiny") ->
                    help="override one config value, e.g. --set model.layers=8 (repeatable)")
 
 
-def config_from_args(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
+    """The command's config, built once from `--preset` and `--set`."""
     from abacus_ray.config import preset
 
     return preset(args.preset, args.overrides)

@@ -30,7 +30,7 @@ def build_meta_model(cfg):
     from abacus_ray.model.transformer import ArithmeticTransformer
 
     with torch.device("meta"):
-        return ArithmeticTransformer(cfg.model, cfg.vocab_size)
+        return ArithmeticTransformer.for_experiment(cfg)
 
 
 def param_groups(model) -> dict[str, int]:
@@ -44,7 +44,7 @@ def param_groups(model) -> dict[str, int]:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.configuration import flatten
+    from abacus_ray.config.dicts import flatten
 
     cfg = config_from_args(args)
     if args.seq_len is not None and args.seq_len < 1:
@@ -58,7 +58,7 @@ def handler(args: argparse.Namespace) -> int:
     seq = args.seq_len or 3 * t.train_max_len + 4
     groups = param_groups(model)
     print(f"{cfg.name} (preset {args.preset}): {t.name}, size {t.train_max_len}, tokenizer "
-          f"{t.tokenizer_name} (vocab {cfg.vocab_size})")
+          f"{t.tokenizer_name} (vocab {model.vocab_size})")
     print(f"model: {m.positions} positions, {m.layers} x {m.recurrences} (layers x recurrences, effective depth "
           f"{m.layers * m.recurrences}; {m.test_recurrences} at test), injection {m.injection}, {m.norm}-LN, "
           f"hidden {m.hidden}, intermediate {m.intermediate}, {m.heads} heads")

@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from abacus_ray.cli import check_device, check_output_dir
-from abacus_ray.evaluation.config import ENGINES
+from abacus_ray.config.evaluation import ENGINES
 
 
 def register(subparsers) -> None:
@@ -52,28 +52,14 @@ def register(subparsers) -> None:
     p.set_defaults(func=handler)
 
 
-def _first_config(path: str):
-    import json
-
-    from abacus_ray.config import ExperimentConfig
-    from abacus_ray.training.checkpoint import CONFIG_FILE, resolve_checkpoint
-
-    cfg_path = resolve_checkpoint(path) / CONFIG_FILE
-    if not cfg_path.is_file():
-        raise FileNotFoundError(f"{cfg_path}: missing checkpoint file")
-    try:
-        return ExperimentConfig.from_dict(json.loads(cfg_path.read_text()))
-    except (json.JSONDecodeError, ValueError) as e:
-        raise ValueError(f"{cfg_path}: invalid config ({e})") from None
-
-
 def handler(args: argparse.Namespace) -> int:
     from abacus_ray.evaluation.grids import resolve_grid, resolve_grid_names
     from abacus_ray.evaluation.runner import evaluate
+    from abacus_ray.model.checkpoint import read_checkpoint_config, resolve_checkpoint
 
     device = None if args.device is None else check_device(args.device)
     check_output_dir(args.out, "--out")  # refused before any model is loaded or scored
-    first = _first_config(args.checkpoints[0])
+    first = read_checkpoint_config(resolve_checkpoint(args.checkpoints[0]))
     overrides = {"per_cell": args.per_cell, "seed": args.seed, "engine": args.engine,
                  "recurrences": args.recurrences, "precision": args.precision, "token_budget": args.token_budget,
                  "sort_require_eos": args.sort_require_eos}

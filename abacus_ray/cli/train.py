@@ -71,7 +71,7 @@ class ProgressLine:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.training.checkpoint import (
+    from abacus_ray.model.checkpoint import (
         STATE_FILE,
         check_train_state,
         latest_checkpoint,

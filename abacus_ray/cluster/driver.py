@@ -1,10 +1,11 @@
-"""The main job: Tune sweep of Train trials -> Ray Data grid evaluation -> Parquet -> dashboards.
+"""The main job on Ray: a Tune sweep of Train trials, then Ray Data grid evaluation into Parquet.
 
-Layout under `{storage}/{sweep}/`: `sweep.json` (the expanded trials; a rerun must match it),
-`tune/` (Tune's experiment state, what `Tuner.restore` reads), `train/` (one Ray Train run per trial,
-holding its checkpoints), `results/` (the Parquet dataset) and `dashboard/`.
-Rerunning the same command resumes: finished trials are kept, unfinished ones continue from their
-latest checkpoint, and only missing cells are evaluated.
+Layout under `{storage}/{sweep}/`: `sweep.json` (the expanded trials' resolved configs; a rerun must
+match it), `tune/` (Tune's experiment state, what `Tuner.restore` reads), `train/` (one Ray Train run
+per trial, holding its checkpoints) and `results/` (the Parquet dataset). Rerunning the same command
+resumes: finished trials are kept, unfinished ones continue from their latest checkpoint, and only
+missing cells are evaluated. The trials arrive expanded (`abacus_ray.sweep.Sweep.expand`); each one's
+`ExperimentConfig` object travels to its trial and its evaluation unchanged.
 """
 
 from __future__ import annotations
@@ -13,33 +14,50 @@ import dataclasses
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ray import tune
+from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from abacus_ray.cluster import runtime
-from abacus_ray.cluster.grid_eval import Source, evaluate_on_ray
-from abacus_ray.cluster.sweep import swept_keys, trial_name
-from abacus_ray.cluster.trial import run_trial, trial_config
-from abacus_ray.config import preset
+from abacus_ray.cluster.grid_eval import evaluate_on_ray
+from abacus_ray.cluster.trial import run_trial
+from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
-from abacus_ray.training.checkpoint import latest_checkpoint
+from abacus_ray.evaluation.plan import Source, plan_items
+from abacus_ray.model.checkpoint import latest_checkpoint
+from abacus_ray.sweep import Trial
 
 DRIVER_CPU = 0.01  # a trial's driver must not hold a whole CPU, or 2 trials on 2 cores starve their workers
 
 
-def max_concurrency(trials: list[dict[str, Any]], preset_name: str) -> int:
-    """How many trials fit the cluster at once, from their workers' CPU and GPU needs."""
+def trial_resources(cfg: ExperimentConfig) -> tune.PlacementGroupFactory:
+    """What the Tune trial itself holds: a TorchTrainer trial's driver only waits on its workers (their
+    placement group is Ray Train's); a `function` trial is the worker."""
+    cl = cfg.cluster
+    if cl.trainer == "torch":
+        return tune.PlacementGroupFactory([{"CPU": DRIVER_CPU}])
+    return tune.PlacementGroupFactory([{"CPU": cl.cpus_per_worker} | ({"GPU": cl.gpus_per_worker} if cl.use_gpu else {})])
+
+
+def max_concurrency(configs: Sequence[ExperimentConfig]) -> int:
+    """How many trials fit the cluster at once, from each trial's own workers' CPU and GPU needs (the
+    largest trial decides, so any mix of running trials fits)."""
     cpus, gpus = runtime.cluster_cpus_gpus()
-    cl = preset(preset_name, trials[0]).cluster
-    fit = math.floor(cpus / (cl.workers * cl.cpus_per_worker) + 1e-9)
-    if cl.use_gpu:
-        fit = min(fit, math.floor(gpus / (cl.workers * cl.gpus_per_worker) + 1e-9))
-    if fit < 1:
-        raise ValueError(f"cluster: one trial needs {cl.workers} workers x {cl.cpus_per_worker} CPU"
-                         f"{' + GPU' if cl.use_gpu else ''}, but the cluster has {cpus:g} CPUs and {gpus:g} GPUs")
-    return min(fit, len(trials))
+    fit = len(configs)
+    for cfg in configs:
+        cl = cfg.cluster
+        n = math.floor(cpus / (cl.workers * cl.cpus_per_worker) + 1e-9)
+        if cl.use_gpu:
+            n = min(n, math.floor(gpus / (cl.workers * cl.gpus_per_worker) + 1e-9))
+        if n < 1:
+            raise ValueError(f"cluster: trial {cfg.name} needs {cl.workers} workers x {cl.cpus_per_worker} CPU"
+                             f"{f' + {cl.gpus_per_worker} GPU' if cl.use_gpu else ''}, but the cluster has "
+                             f"{cpus:g} CPUs and {gpus:g} GPUs")
+        fit = min(fit, n)
+    return fit
 
 
 def _check_same_sweep(root: Path, spec: dict[str, Any]) -> None:
@@ -56,31 +74,36 @@ def _check_same_sweep(root: Path, spec: dict[str, Any]) -> None:
         tmp.replace(path)
 
 
-def train_all(name: str, preset_name: str, trials: list[dict[str, Any]], root: Path) -> list[Source]:
+def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path) -> list[tuple[Source, ExperimentConfig]]:
     """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials."""
-    keys = swept_keys(trials)
-    configs = [trial_config(preset_name, t, f"{name}/{trial_name(t, keys)}") for t in trials]
-    _check_same_sweep(root, {"preset": preset_name, "trials": configs})
-    cl = preset(preset_name, trials[0]).cluster
-    # A TorchTrainer trial's driver only waits on its workers; a `function` trial is the worker.
-    holds = {"cpu": DRIVER_CPU} if cl.trainer == "torch" else {"cpu": cl.cpus_per_worker,
-                                                              "gpu": cl.gpus_per_worker if cl.use_gpu else 0}
-    trainable = tune.with_resources(tune.with_parameters(run_trial, storage=str(root / "train")), holds)
+    by_name = {t.name: t.config for t in trials}
+    _check_same_sweep(root, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
+    trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
+        tune.with_parameters(run_trial, configs=by_name, storage=str(root / "train")),
+        lambda params: trial_resources(by_name[params["run"]]))
     exp = root / "tune"
     if tune.Tuner.can_restore(str(exp)):
         print(f"{name}: resuming {exp}", file=sys.stderr)
         tuner = tune.Tuner.restore(str(exp), trainable, resume_errored=True)  # RAY: resume the sweep
     else:
-        tuner = tune.Tuner(  # RAY: one trial per configuration
+        # RAY: one trial per expanded point. The param space holds the swept values themselves (the status
+        # table's columns); the searcher replays exactly the points, and each trial finds its config by `run`.
+        points = [{"run": t.name, **t.params} for t in trials]
+        choices: dict[str, list[Any]] = {}
+        for p in points:
+            for k, v in p.items():
+                choices.setdefault(k, []).append(v)
+        tuner = tune.Tuner(
             trainable,
-            param_space={"trial": tune.grid_search(configs)},
-            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrency(trials, preset_name)),
+            param_space={k: tune.choice(v) for k, v in choices.items()},
+            tune_config=tune.TuneConfig(search_alg=BasicVariantGenerator(points_to_evaluate=points),
+                                        num_samples=len(points), max_concurrent_trials=max_concurrency(list(by_name.values()))),
             run_config=tune.RunConfig(name="tune", storage_path=str(root), verbose=1),
         )
     grid = tuner.fit()
-    sources, failed = [], []
+    finished, failed = [], []
     for result in grid:
-        run_name = result.config["trial"]["run_name"]
+        run_name = result.config["run"]
         metrics = result.metrics or {}
         trial_id = metrics.get("trial_id")
         path = metrics.get("checkpoint_path")  # the TorchTrainer's last reported checkpoint
@@ -94,33 +117,31 @@ def train_all(name: str, preset_name: str, trials: list[dict[str, Any]], root: P
         if result.error is not None or path is None or not metrics.get("final"):
             failed.append(run_name)
             continue
-        sources.append(Source(path, run_id=run_name, trial_id=trial_id))
+        finished.append((Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name]))
     if failed:
         print(f"{name}: {len(failed)} trial(s) did not finish: {', '.join(failed)}", file=sys.stderr)
-    return sources
+    return finished
 
 
-def run_sweep(name: str, preset_name: str, trials: list[dict[str, Any]], grids: tuple[str, ...], *, storage: Path,
-              address: str | None = None, evaluate: bool = True, dashboards: bool = True,
-              num_cpus: int | None = None, eval_recurrences: tuple[int, ...] = ()) -> Path:
-    """Train, evaluate and visualise one figure's sweep; returns its directory."""
+def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Path, address: str | None = None,
+              evaluate: bool = True, num_cpus: int | None = None, eval_recurrences: tuple[int, ...] = ()) -> Path:
+    """Train and evaluate one figure's sweep; returns its directory. Each finished trial is scored on its own
+    config's `eval` settings (trials with equal settings share one Ray Data pass)."""
     root = storage.resolve() / name
-    grid_objs = resolve_grid_names(grids)  # fail on a bad grid name before training anything
+    for t in trials:  # fail on a bad grid name before training anything
+        resolve_grid_names(t.config.eval.grids)
     runtime.init(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
-    sources = train_all(name, preset_name, trials, root)
-    if evaluate and sources:
-        eval_cfg = preset(preset_name, trials[0]).eval
-        for r in eval_recurrences or (None,):
-            report = evaluate_on_ray(sources, grid_objs, dataclasses.replace(eval_cfg, recurrences=r), root / "results")
-            print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
-                  f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)
-    if dashboards and (root / "results").exists():
-        try:
-            from dashboards.build import build_site
-        except ImportError:
-            build_site = None
-        if build_site is not None:
-            index = build_site(root / "results", root / "dashboard")
-            print(f"{name}: dashboard {index}", file=sys.stderr)
+    finished = train_all(name, preset_name, trials, root)
+    if evaluate and finished:
+        groups: dict[Any, list[Source]] = {}
+        for source, cfg in finished:
+            groups.setdefault(cfg.eval, []).append(source)
+        for eval_cfg, sources in groups.items():
+            for r in eval_recurrences or (None,):
+                cfg_r = dataclasses.replace(eval_cfg, recurrences=r)
+                work = plan_items(sources, resolve_grid_names(eval_cfg.grids), cfg_r, root / "results")
+                report = evaluate_on_ray(work, cfg_r, root / "results")
+                print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
+                      f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)
     return root

@@ -1,7 +1,7 @@
 """Grid evaluation on Ray Data: (checkpoint x cell batches) -> evaluator actors -> Parquet parts.
 
-The driver plans small work items (a checkpoint and ~a few seconds' worth of cells, only the cells
-whose results key is missing), Ray Data hands them to actor pools that pull items as they finish
+The caller plans small work items first (`evaluation.plan.plan_items`: a checkpoint and ~a few seconds'
+worth of cells, only the cells whose results key is missing), Ray Data hands them to actor pools that pull items as they finish
 (fast actors take more), each actor keeps its last models loaded, and the driver writes every
 returned block as an atomic Parquet part. On a cluster with GPUs a GPU pool and a CPU pool run side
 by side; items are split between them by an assumed speed ratio, and each pool balances its own
@@ -10,13 +10,11 @@ actors dynamically. A GPU actor falls back to the CPU where CUDA is absent (a fa
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,25 +23,14 @@ import pyarrow as pa
 import ray
 import ray.data
 
-from abacus_ray.configuration import from_dict, to_dict
-from abacus_ray.evaluation.config import EvalConfig
-from abacus_ray.evaluation.grids import Cell, Grid
-from abacus_ray.evaluation.results import done_keys, rows_table, write_part
-from abacus_ray.evaluation.runner import cell_cost, cells_for, check_capacity, missing_cells, work_units
-from abacus_ray.training.checkpoint import META_FILE, read_checkpoint_config, read_json, resolve_checkpoint
+from abacus_ray.config import EvalConfig
+from abacus_ray.evaluation.grids import Cell
+from abacus_ray.evaluation.plan import WorkPlan
+from abacus_ray.evaluation.results import rows_table, write_part
+from abacus_ray.evaluation.runner import score_cells
+from abacus_ray.model.checkpoint import load_checkpoint
 
 GPU_SPEEDUP = 20.0  # assumed items/s of a GPU actor relative to a CPU actor, for the static split
-ITEM_TOKENS = 2**18  # teacher-forced tokens per work item: seconds of work, small enough to balance
-ITEM_CELLS = 64
-
-
-@dataclass(frozen=True)
-class Source:
-    """A checkpoint to evaluate, with the ids that tie its rows to a sweep and a trial."""
-
-    checkpoint: str
-    run_id: str | None = None
-    trial_id: str | None = None
 
 
 @dataclass
@@ -56,46 +43,21 @@ class GridEvalReport:
     seconds: float = 0.0
 
 
-def plan(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig, out_dir: Path,
-         ) -> tuple[list[dict[str, Any]], int, int]:
-    """Work items for the cells whose key is not in `out_dir` yet: (items, cells to do, cells skipped)."""
-    have = done_keys(out_dir) if out_dir.exists() else set()
-    items: list[dict[str, Any]] = []
-    todo_total = skipped = 0
-    for src in sources:
-        path = resolve_checkpoint(src.checkpoint)
-        cfg = read_checkpoint_config(path)
-        model_id = read_json(path / META_FILE)["model_id"]
-        cells = cells_for(cfg, grids)
-        check_capacity(cfg, cells)
-        todo = missing_cells(cfg, model_id, cells, eval_cfg, have)
-        skipped += len(cells) - len(todo)
-        todo_total += len(todo)
-        todo.sort(key=lambda c: (c.task, cell_cost(c, eval_cfg.per_cell)))
-        for unit in work_units(todo, eval_cfg.per_cell, ITEM_TOKENS, ITEM_CELLS):
-            items.append({"checkpoint": str(path), "cells": json.dumps([list(c) for c in unit]),
-                          "run_id": src.run_id or "", "trial_id": src.trial_id or "",
-                          "cost": sum(cell_cost(c, eval_cfg.per_cell) for c in unit)})
-    return items, todo_total, skipped
-
-
 class CellEvaluator:
     """A Ray Data actor: scores work items, keeping its most recent models loaded."""
 
     KEEP_MODELS = 2
 
-    def __init__(self, pool: str, eval_cfg: dict[str, Any]):
+    def __init__(self, pool: str, eval_cfg: EvalConfig):
         import torch
 
         self.pool = pool
         self.device = torch.device("cuda" if pool == "gpu" and torch.cuda.is_available() else "cpu")
-        self.eval_cfg = from_dict(EvalConfig, eval_cfg)
+        self.eval_cfg = eval_cfg
         self.models: OrderedDict[str, Any] = OrderedDict()
         self.worker = f"{pool}:{socket.gethostname()}:{os.getpid()}"
 
     def _load(self, path: str):
-        from abacus_ray.training.checkpoint import load_checkpoint
-
         if path in self.models:
             self.models.move_to_end(path)
         else:
@@ -105,12 +67,10 @@ class CellEvaluator:
         return self.models[path]
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from abacus_ray.evaluation.runner import score_cells
-
         rows: list[dict[str, Any]] = []
         for item in batch.to_pylist():
             ckpt = self._load(item["checkpoint"])
-            cells = [Cell(*c) for c in json.loads(item["cells"])]
+            cells = [Cell(*c) for c in zip(item["task"], item["i"], item["j"], strict=True)]
             out, _ = score_cells(ckpt, cells, self.eval_cfg, run_id=item["run_id"] or None,
                                  trial_id=item["trial_id"] or None)
             rows.extend(r | {"worker": self.worker} for r in out)
@@ -128,13 +88,13 @@ def _pools(n_items: int, cpu_actors: int | None, gpu_actors: int | None) -> tupl
     return g, min(c, n_items - g)
 
 
-def evaluate_on_ray(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig, out_dir: str | Path,
-                    *, cpu_actors: int | None = None, gpu_actors: int | None = None,
-                    progress: bool = True) -> GridEvalReport:
-    """Score every missing cell of `grids` for every source into `out_dir` (Parquet parts)."""
+def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *, cpu_actors: int | None = None,
+                    gpu_actors: int | None = None, progress: bool = True) -> GridEvalReport:
+    """Score the planned work items (`evaluation.plan.plan_items`, made before Ray starts, so bad input
+    costs no cluster time) into `out_dir` (Parquet parts)."""
     out_dir = Path(out_dir)
     t0 = time.monotonic()
-    items, n_cells, skipped = plan(sources, grids, eval_cfg, out_dir)
+    items, n_cells, skipped = work.items, work.cells, work.skipped
     report = GridEvalReport(items=len(items), cells=n_cells, skipped=skipped)
     if not items:
         report.seconds = time.monotonic() - t0
@@ -151,15 +111,14 @@ def evaluate_on_ray(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: 
     order = sorted(range(len(items)), key=lambda t: (t * 7919) % len(items))
     gpu_items = [items[t] for t in order[:k]]
     cpu_items = [items[t] for t in order[k:]]
-    cfg_dict = to_dict(eval_cfg)
     outputs = []
     if gpu_items:
         outputs.append(ray.data.from_items(gpu_items, override_num_blocks=len(gpu_items)).map_batches(
-            CellEvaluator, fn_constructor_args=("gpu", cfg_dict), batch_size=1, batch_format="pyarrow",
+            CellEvaluator, fn_constructor_args=("gpu", eval_cfg), batch_size=1, batch_format="pyarrow",
             num_gpus=1, num_cpus=0, compute=ray.data.ActorPoolStrategy(size=n_gpu)))  # RAY: GPU pool
     if cpu_items:
         outputs.append(ray.data.from_items(cpu_items, override_num_blocks=len(cpu_items)).map_batches(
-            CellEvaluator, fn_constructor_args=("cpu", cfg_dict), batch_size=1, batch_format="pyarrow",
+            CellEvaluator, fn_constructor_args=("cpu", eval_cfg), batch_size=1, batch_format="pyarrow",
             num_cpus=1, compute=ray.data.ActorPoolStrategy(size=max(n_cpu, 1))))  # RAY: CPU pool
     ds = outputs[0] if len(outputs) == 1 else outputs[0].union(*outputs[1:])
     done = 0

@@ -25,7 +25,8 @@ from ray.train.torch import TorchTrainer
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from abacus_ray.cluster.rendezvous import LoopbackTorchConfig
-from abacus_ray.config import ExperimentConfig, preset
+from abacus_ray.config import ExperimentConfig
+from abacus_ray.training.loop import train
 
 MAX_FAILURES = 3  # worker-group restarts per trial before the trial errors
 REPORTED_KEYS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "tokens_per_s", "samples_per_s",
@@ -34,8 +35,6 @@ REPORTED_KEYS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "token
 
 def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn) -> None:
     """Resume from `previous` (a Ray checkpoint or None), train, and hand every report to `report_fn`."""
-    from abacus_ray.training.loop import train
-
     scratch = Path(tempfile.mkdtemp(prefix="abacus-trial-"))
     resume = Path(previous.to_directory(str(scratch / "resume"))) if previous is not None else None
 
@@ -54,7 +53,7 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
 
 def train_worker(loop_config: dict[str, Any]) -> None:
     """Runs in every Ray Train worker: resume if Ray has a checkpoint, train, report through Ray."""
-    cfg = ExperimentConfig.from_dict(loop_config["experiment"])
+    cfg: ExperimentConfig = loop_config["experiment"]  # the trial's config object itself (pickled by Ray)
     world = ray.train.get_context().get_world_size()
     group = dist.group.WORLD if world > 1 and dist.is_initialized() else None
     _train_and_report(cfg, ray.train.torch.get_device(), group,
@@ -75,15 +74,13 @@ def _train_in_trial(cfg: ExperimentConfig) -> None:
     _train_and_report(cfg, device, None, tune.get_checkpoint(), report)  # RAY: resume point
 
 
-def trial_config(preset_name: str, overrides: dict[str, Any], run_name: str) -> dict[str, Any]:
-    """The Tune `param_space` entry of one trial (plain values; resolved again inside the trial)."""
-    return {"preset": preset_name, "overrides": overrides, "run_name": run_name}
+def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], storage: str) -> None:
+    """The Tune function trainable: fits one `TorchTrainer` for the config named by `params["run"]`.
 
-
-def run_trial(config: dict[str, Any], storage: str) -> None:
-    """The Tune function trainable (bind `storage` with `tune.with_parameters`): fits one `TorchTrainer`."""
-    config = config["trial"]
-    cfg = preset(config["preset"], config["overrides"]).replace(name=config["run_name"])
+    `configs` (every trial's config by run name) and `storage` are bound with `tune.with_parameters`;
+    the rest of `params` are the swept values Tune shows, already part of the config.
+    """
+    cfg = configs[params["run"]]
     cl = cfg.cluster
     if cl.trainer == "function":
         _train_in_trial(cfg)
@@ -91,7 +88,7 @@ def run_trial(config: dict[str, Any], storage: str) -> None:
     per_worker = {"CPU": cl.cpus_per_worker} | ({"GPU": cl.gpus_per_worker} if cl.use_gpu else {})
     trainer = TorchTrainer(  # RAY: one Train run per trial; DDP over `workers` (gloo on CPU, nccl on GPU)
         train_worker,
-        train_loop_config={"experiment": cfg.to_dict()},
+        train_loop_config={"experiment": cfg},
         torch_config=LoopbackTorchConfig(),  # RAY: process group via a FileStore when on one node (no listener)
         scaling_config=ScalingConfig(num_workers=cl.workers, use_gpu=cl.use_gpu, resources_per_worker=per_worker),
         run_config=ray.train.RunConfig(

@@ -15,7 +15,6 @@ the answer field for sorting, as the official sorting eval does (spec §7.6).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -24,13 +23,14 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from abacus_ray.config.evaluation import ENGINES
 from abacus_ray.evaluation.decoding import greedy_kv, greedy_naive, greedy_per_recurrence, match
 from abacus_ray.evaluation.grids import Cell
 from abacus_ray.evaluation.noise import cell_noise, cell_seed, gather_noise
 from abacus_ray.evaluation.teacher_forcing import score_teacher_forced, teacher_forced  # noqa: F401 (re-exported)
+from abacus_ray.model.precision import resolve_precision
 from abacus_ray.tasks.tokenizer import PAD
 
-ENGINES = ("teacher", "kv", "naive")
 SPARE_TOKENS = 2
 SPECIAL_CHAR = "\ufffd"  # how UNK/BOS print in predictions
 
@@ -97,22 +97,6 @@ def prepare_cell(cell: Cell, problems: Sequence, tokenizer, eval_seed: int) -> P
     return PreparedCell(cell, [p.prompt for p in problems], [p.answer for p in problems], prompts, targets,
                         max_new, max(len(p) for p in prompts) + max_new,
                         cell_seed(eval_seed, cell.task, cell.i, cell.j), tokenizer)
-
-
-def precision_context(device: torch.device, precision: str = "auto"):
-    """Autocast for `precision` (auto: bf16 on CUDA, fp32 elsewhere)."""
-    if precision == "auto":
-        precision = "bf16" if device.type == "cuda" else "fp32"
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    if dtype is None:
-        raise ValueError(f"eval.precision: {precision!r} is not one of auto, fp32, bf16, fp16")
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def resolved_precision(device: torch.device, precision: str = "auto") -> str:
-    return ("bf16" if device.type == "cuda" else "fp32") if precision == "auto" else precision
 
 
 def auto_token_budget(model, device: torch.device) -> int:
@@ -255,7 +239,7 @@ def run_cells(model, prepared: Sequence[PreparedCell], *, engine: str = "teacher
     noises = _noise_for(prepared, model, device)
     out = _Verdicts(prepared, engine)
     kw = dict(budget=budget, recurrences=recurrences, require_eos=require_eos, device=device)
-    with precision_context(device, precision):
+    with resolve_precision(precision, device, "eval.precision").autocast():
         if engine == "teacher":
             _score_teacher(model, prepared, noises, out, **kw)
         else:
@@ -278,7 +262,7 @@ def predictions_per_recurrence(model, cell: PreparedCell, *, recurrences: int | 
     groups: dict[int, list[int]] = defaultdict(list)
     for r, p in enumerate(cell.prompts):
         groups[len(p)].append(r)
-    with precision_context(device, precision):
+    with resolve_precision(precision, device, "eval.precision").autocast():
         for p_len, rows in groups.items():
             ids = torch.tensor([cell.prompts[r] for r in rows], dtype=torch.long, device=device)
             sub = None if noise is None else noise[rows, : p_len + cell.max_new]

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from abacus_ray.configuration import shown
-from abacus_ray.tasks.config import TASKS
+from abacus_ray.config.dicts import shown
+from abacus_ray.config.task import EVAL_TASKS, TASKS
 
 
 class Cell(NamedTuple):
@@ -59,7 +59,7 @@ class Grid:
 
 def eval_tasks_for(model_task: str, grid_task: str | None, *, grid_name: str = "grid") -> tuple[str, ...]:
     """Which problem tasks a `model_task` model can be scored on for a grid of `grid_task`."""
-    allowed = ("add", "sub") if model_task == "addsub" else (model_task,)
+    allowed = EVAL_TASKS.get(model_task, (model_task,))
     if grid_task is None:
         return allowed
     if grid_task not in allowed:
@@ -157,6 +157,8 @@ def _named() -> dict[str, Grid]:
         "paper-sorting": Grid("paper-sorting", rectangle(range(1, 31), range(1, 31)), "sort"),
         # the official eval loop covers up to 40x40 (spec §3.7-3.8).
         "paper-or": Grid("paper-or", rectangle(range(1, 41), range(1, 41)), "or"),
+        # the 100+ region alone, for any + or - model (`abacus-ray eval-all`'s default, `make eval-100plus`)
+        "paper-100plus": Grid("paper-100plus", over100),
         # the CPU `tiny` preset trains on n = 5: a 12x12 square and the 13..20 diagonal.
         "tiny-addition": Grid("tiny-addition", rectangle(range(1, 13), range(1, 13)) + diagonal(range(13, 21)),
                               "add"),

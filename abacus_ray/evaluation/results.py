@@ -35,7 +35,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from abacus_ray.configuration import flatten
+from abacus_ray.config import ExperimentConfig
+from abacus_ray.config.dicts import flatten
 
 SCHEMA_VERSION = 1
 SAMPLES_DIR = "samples"
@@ -128,8 +129,6 @@ def _config_fields(cls: type, prefix: str = "") -> list[tuple[str, pa.DataType]]
 
 def cell_schema() -> pa.Schema:
     """Core columns + one column per flattened `ExperimentConfig` field (today's config)."""
-    from abacus_ray.config import ExperimentConfig
-
     cfg_fields = [(k, t) for k, t in _config_fields(ExperimentConfig) if k not in CORE_COLUMNS]
     return pa.schema(_CORE_FIELDS + cfg_fields)
 

@@ -1,9 +1,9 @@
-"""Evaluate checkpoints on grids into a results directory; a rerun scores only the missing cells.
+"""Scoring checkpoints on grids into a results directory; a rerun scores only the missing cells.
 
 `score_cells` is the unit of work: a loaded checkpoint and a list of cells in, result rows out. The
 cluster layer calls it from Ray Data actors; `evaluate` calls it in-process: it loads each model once,
-skips the cells whose key is already in the results (`results.KEY`), scores the rest in work units of
-similar length, and flushes a new Parquet part every `flush_every_s` seconds or `flush_every_cells`
+scores the cells `plan` finds missing (their key, `results.KEY`, is not in the results yet) in work
+units of similar length, and flushes a new Parquet part every `flush_every_s` seconds or `flush_every_cells`
 cells, so a killed run loses at most that much work. Progress and ETA go to stderr.
 """
 
@@ -19,68 +19,34 @@ from typing import Any, TextIO
 
 import torch
 
-from abacus_ray.evaluation.config import EvalConfig
-from abacus_ray.evaluation.engine import PreparedCell, prepare_cell, resolved_precision, run_cells
+from abacus_ray.config import EvalConfig, ExperimentConfig
+from abacus_ray.evaluation.engine import PreparedCell, prepare_cell, run_cells
 from abacus_ray.evaluation.grids import Cell, Grid
+from abacus_ray.evaluation.plan import (
+    cell_cost,
+    cells_for,
+    missing_cells,
+    settings_for,
+    unit_tokens,
+    work_units,
+)
 from abacus_ray.evaluation.progress import Progress
 from abacus_ray.evaluation.regions import region_of
-from abacus_ray.evaluation.results import config_columns, done_keys, key_of, write_cells, write_samples
+from abacus_ray.evaluation.results import config_columns, done_keys, write_cells, write_samples
+from abacus_ray.model.checkpoint import Checkpoint, load_checkpoint
+from abacus_ray.tasks.evalsets import eval_problems
+from abacus_ray.tasks.tokenizer import get_tokenizer
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything besides the model that decides a cell's numbers (and so its results key)."""
-
-    per_cell: int
-    eval_seed: int
-    engine: str
-    recurrences: int
-    require_eos: bool
-    precision: str
-    token_budget: int
-
-
-def settings_for(cfg, eval_cfg: EvalConfig, device: torch.device, task: str, *, samples: bool = False) -> Settings:
-    """Resolve `eval_cfg` against a checkpoint's `ExperimentConfig` for cells of `task`."""
-    engine = "kv" if samples and eval_cfg.engine == "teacher" else eval_cfg.engine  # samples need predictions
-    return Settings(
-        per_cell=eval_cfg.per_cell, eval_seed=eval_cfg.seed, engine=engine,
-        recurrences=eval_cfg.recurrences or cfg.model.test_recurrences,
-        require_eos=eval_cfg.sort_require_eos if task == "sort" else True,
-        precision=resolved_precision(device, eval_cfg.precision), token_budget=eval_cfg.token_budget)
-
-
-def longest_digit_run(task: str, i: int, j: int, index_hints: str = "none") -> int:
-    """Longest digit run of any problem in cell (i, j): the Abacus rows it needs (at k = 0, plus row 0)."""
-    if index_hints != "none":
-        return 1
-    return {"add": max(i, j) + 1, "sub": max(i, j), "mul": i + j, "or": max(i, j), "sort": i}[task]
-
-
-def check_capacity(cfg, cells: Sequence[Cell]) -> None:
-    """Fail before any work if a cell's numbers run past the model's Abacus table."""
-    if not cfg.model.uses_abacus or not cells:
-        return
-    worst = max(cells, key=lambda c: longest_digit_run(c.task, c.i, c.j, cfg.task.index_hints))
-    need = longest_digit_run(worst.task, worst.i, worst.j, cfg.task.index_hints) + 1
-    if need > cfg.model.abacus_table:
-        raise ValueError(f"model.abacus_table: cell {worst.task} {worst.i}x{worst.j} needs {need} Abacus rows but the "
-                         f"checkpoint's table has {cfg.model.abacus_table}; drop the cell from the grid")
-
-
-def problems_for(cfg, cell: Cell, per_cell: int, eval_seed: int) -> list:
+def problems_for(cfg: ExperimentConfig, cell: Cell, per_cell: int, eval_seed: int) -> list:
     """The cell's eval problems in the checkpoint's format variant (index hints; never random pads)."""
-    from abacus_ray.tasks.evalsets import eval_problems
-
     variant: dict[str, Any] = {}
     if cfg.task.index_hints != "none":
         variant["index_hints"] = cfg.task.index_hints
     return eval_problems(cell.task, cell.i, cell.j, per_cell, eval_seed, **variant)
 
 
-def prepare(cfg, cells: Sequence[Cell], per_cell: int, eval_seed: int) -> list[PreparedCell]:
-    from abacus_ray.tasks.tokenizer import get_tokenizer
-
+def prepare(cfg: ExperimentConfig, cells: Sequence[Cell], per_cell: int, eval_seed: int) -> list[PreparedCell]:
     tok = get_tokenizer(cfg.task.tokenizer_name)
     return [prepare_cell(c, problems_for(cfg, c, per_cell, eval_seed), tok, eval_seed) for c in cells]
 
@@ -91,15 +57,14 @@ def _device_name(device: torch.device) -> str:
     return device.type
 
 
-def score_cells(checkpoint, cells: Sequence[Cell], eval_cfg: EvalConfig, *, samples: bool = False,
+def score_cells(checkpoint: Checkpoint, cells: Sequence[Cell], eval_cfg: EvalConfig, *, samples: bool = False,
                 run_id: str | None = None, trial_id: str | None = None) -> tuple[list[dict], list[dict]]:
-    """Score `cells` on a loaded checkpoint (`training.checkpoint.Checkpoint`); returns (cell rows, sample rows).
+    """Score planned `cells` (`plan.cells_for`) on a loaded checkpoint; returns (cell rows, sample rows).
 
     Sample rows are only produced with `samples=True`. Cells of several tasks (an addsub model) are fine.
     """
     cfg, model = checkpoint.config, checkpoint.model
     device = next(model.parameters()).device
-    check_capacity(cfg, cells)
     base = config_columns(cfg) | {"model_id": checkpoint.model_id, "run_id": run_id, "trial_id": trial_id,
                                   "checkpoint": str(getattr(checkpoint, "path", "")) or None,
                                   "device": _device_name(device)}
@@ -109,14 +74,13 @@ def score_cells(checkpoint, cells: Sequence[Cell], eval_cfg: EvalConfig, *, samp
     for c in cells:
         by_task.setdefault(c.task, []).append(c)
     for task, task_cells in by_task.items():
-        s = settings_for(cfg, eval_cfg, device, task, samples=samples)
+        s = settings_for(cfg, eval_cfg, device.type, task, samples=samples)
         prepared = prepare(cfg, task_cells, s.per_cell, s.eval_seed)
         outcomes = run_cells(model, prepared, engine=s.engine, recurrences=s.recurrences, require_eos=s.require_eos,
                              token_budget=s.token_budget or None, precision=s.precision)
         now = datetime.now(UTC).isoformat(timespec="seconds")
         for o in outcomes:
-            key_cols = {"task": o.cell.task, "i": o.cell.i, "j": o.cell.j, "per_cell": s.per_cell,
-                        "eval_seed": s.eval_seed, "recurrences": s.recurrences, "require_eos": s.require_eos}
+            key_cols = s.key_columns(checkpoint.model_id, o.cell)
             rows.append(base | key_cols | {
                 "region": region_of(o.cell.task, o.cell.i, o.cell.j, cfg.task.train_max_len, cfg.task.train_max_array),
                 "n_train": cfg.task.train_max_len, "n": o.n, "n_correct": o.n_correct,
@@ -125,24 +89,12 @@ def score_cells(checkpoint, cells: Sequence[Cell], eval_cfg: EvalConfig, *, samp
             if samples:
                 p = o.prepared
                 for r in range(o.n):
-                    sample_rows.append({"model_id": checkpoint.model_id, **key_cols, "index": r,
+                    sample_rows.append({**key_cols, "index": r,
                                         "prompt": p.prompts_text[r], "target": p.answers_text[r],
                                         "prediction": o.predictions[r], "stopped": o.stopped[r],
                                         "correct": o.correct[r], "first_wrong": o.first_wrong[r],
                                         "first_correct": o.first_correct[r], "engine": o.engine})
     return rows, sample_rows
-
-
-def cell_cost(cell: Cell, per_cell: int) -> float:
-    """Rough teacher-forced tokens of a cell (prompt + answer + EOS) x problems, for packing and ETA."""
-    i, j = cell.i, cell.j
-    if cell.task == "sort":
-        line = j * (i + 3) + 2 * j + 1
-    elif cell.task == "mul":
-        line = 2 * (i + j) + 3
-    else:
-        line = i + j + max(i, j) + 4
-    return float(line * (min(per_cell, min(i, j)) if cell.task == "or" else per_cell))
 
 
 @dataclass
@@ -155,29 +107,6 @@ class EvalReport:
     seconds: float = 0.0
 
 
-def cells_for(cfg, grids: Sequence[Grid]) -> list[Cell]:
-    """The unique cells of `grids` for a model of config `cfg`, in grid order."""
-    seen: dict[Cell, None] = {}
-    for g in grids:
-        for c in g.cells(cfg.task.name):
-            seen.setdefault(c, None)
-    return list(seen)
-
-
-def missing_cells(cfg, model_id: str, cells: Sequence[Cell], eval_cfg: EvalConfig, have: set[tuple], *,
-                  device: torch.device | None = None, samples: bool = False) -> list[Cell]:
-    """The cells whose results key (`results.KEY`) is not in `have`: what a rerun still has to score."""
-    device = device if device is not None else torch.device("cpu")
-    todo = []
-    for c in cells:
-        s = settings_for(cfg, eval_cfg, device, c.task, samples=samples)
-        key = key_of({"model_id": model_id, "task": c.task, "i": c.i, "j": c.j, "per_cell": s.per_cell,
-                      "eval_seed": s.eval_seed, "recurrences": s.recurrences, "require_eos": s.require_eos})
-        if key not in have:
-            todo.append(c)
-    return todo
-
-
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -187,8 +116,6 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
              progress: bool = True, run_id: str | None = None, trial_id: str | None = None,
              flush_every_s: float = 10.0, flush_every_cells: int = 200, stream: TextIO | None = None) -> EvalReport:
     """Evaluate every checkpoint on `grids` into `out_dir`, skipping cells already there."""
-    from abacus_ray.training.checkpoint import load_checkpoint
-
     if isinstance(grids, Grid):
         grids = [grids]
     if not checkpoints:
@@ -200,19 +127,17 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
     device = torch.device(device) if device is not None else default_device()
     out_dir = Path(out_dir)
     stream = stream or sys.stderr
+    planned: dict[int, list[Cell]] = {}
     if len(checkpoints) > 1:  # a bad checkpoint anywhere is refused before the first one's rows are written
-        for path in checkpoints:
-            cfg = load_checkpoint(path, map_location="cpu").config
-            check_capacity(cfg, cells_for(cfg, grids))
+        for n, path in enumerate(checkpoints):
+            planned[n] = cells_for(load_checkpoint(path, map_location="cpu").config, grids)
     report = EvalReport()
     t_start = time.monotonic()
     for n_ckpt, path in enumerate(checkpoints, 1):
         ckpt = load_checkpoint(path, map_location=device)
-        cfg = ckpt.config
-        cells = cells_for(cfg, grids)
-        check_capacity(cfg, cells)
-        have = done_keys(out_dir)
-        todo = missing_cells(cfg, ckpt.model_id, cells, eval_cfg, have, device=device, samples=samples)
+        cells = planned[n_ckpt - 1] if planned else cells_for(ckpt.config, grids)
+        todo = missing_cells(ckpt.config, ckpt.model_id, cells, eval_cfg, done_keys(out_dir), device_type=device.type,
+                             samples=samples)
         report.skipped[ckpt.model_id] = len(cells) - len(todo)
         report.evaluated.setdefault(ckpt.model_id, 0)
         if not todo:
@@ -224,7 +149,7 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
                        f"[{n_ckpt}/{len(checkpoints)}] {ckpt.model_id[:12]}", stream=stream, enabled=progress)
         pending, pending_samples = [], []
         last_flush = time.monotonic()
-        for unit in work_units(todo, eval_cfg.per_cell, unit_tokens(eval_cfg, device), flush_every_cells):
+        for unit in work_units(todo, eval_cfg.per_cell, unit_tokens(eval_cfg, device.type), flush_every_cells):
             rows, srows = score_cells(ckpt, unit, eval_cfg, samples=samples, run_id=run_id, trial_id=trial_id)
             pending.extend(rows)
             pending_samples.extend(srows)
@@ -239,32 +164,6 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
         bar.close()
     report.seconds = time.monotonic() - t_start
     return report
-
-
-def unit_tokens(eval_cfg: EvalConfig, device: torch.device) -> int:
-    """Estimated tokens per work unit of `evaluate`: four token budgets, 16x more on CUDA, whose
-    automatic batch budget is far larger, so a unit fills the device for a few batches."""
-    return 4 * (eval_cfg.token_budget or 8192) * (16 if device.type == "cuda" else 1)
-
-
-def work_units(cells: list[Cell], per_cell: int, budget: float, max_cells: int | None = None):
-    """Consecutive runs of at most `max_cells` cells of about `budget` estimated tokens (>= 1 cell each),
-    never mixing tasks: the unit of work of `evaluate` and of the cluster's evaluator actors."""
-    max_cells = max_cells or len(cells) or 1
-    unit: list[Cell] = []
-    total = 0.0
-    for c in cells:
-        cost = cell_cost(c, per_cell)
-        if unit and (total + cost > budget or c.task != unit[-1].task or len(unit) >= max_cells):
-            yield unit
-            unit, total = [], 0.0
-        unit.append(c)
-        total += cost
-    if unit:
-        yield unit
-
-
-_units = work_units  # older name, still imported by abacus_ray.cluster.grid_eval
 
 
 def _flush(out_dir: Path, rows: list[dict], sample_rows: list[dict]) -> list[Path]:

@@ -49,9 +49,13 @@ def shift_abacus(positions: Tensor, offset: int) -> Tensor:
     return torch.where(positions > 0, positions + offset, positions)
 
 
-def draw_abacus_offset(max_k: int) -> int:
-    """One k ~ U{0..max_k} (both ends inclusive) for the whole forward call, from the global torch RNG."""
-    return int(torch.randint(0, max_k + 1, ()).item())
+def draw_abacus_offset(max_k: int, generator: torch.Generator | None = None) -> int:
+    """One k ~ U{0..max_k} (both ends inclusive) for a whole forward call: the paper's offset draw (Sec. 3),
+    its one home. The training loop passes its per-micro-batch generator; a bare `model.train()` forward
+    draws from the global torch RNG (no `generator=None` argument: torch.compile cannot trace that)."""
+    if generator is None:
+        return int(torch.randint(0, max_k + 1, ()).item())
+    return int(torch.randint(0, max_k + 1, (), generator=generator).item())
 
 
 def table_error(what: str, needed_rows: int, rows: int, detail: str) -> ValueError:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from abacus_ray.config import ExperimentConfig, ModelConfig
 from abacus_ray.model.cache import KVCache
-from abacus_ray.model.config import ModelConfig
 from abacus_ray.model.init import deepnorm_init_
 from abacus_ray.model.layers import DecoderLayer, GLUFeedForward, layer_norm
 from abacus_ray.model.positions import (
@@ -30,6 +30,7 @@ from abacus_ray.model.positions import (
     shift_abacus,
     table_error,
 )
+from abacus_ray.tasks.tokenizer import get_tokenizer
 
 
 class ArithmeticTransformer(nn.Module):
@@ -58,6 +59,11 @@ class ArithmeticTransformer(nn.Module):
         # One host sync per forward checks ids and Abacus positions (a clear ValueError instead of a
         # device-side assert); a compiled training loop that trusts its data may switch it off.
         self.validate_inputs = True
+
+    @classmethod
+    def for_experiment(cls, cfg: ExperimentConfig) -> ArithmeticTransformer:
+        """The model of an experiment: its `ModelConfig` over its task's tokenizer's vocabulary."""
+        return cls(cfg.model, get_tokenizer(cfg.task.tokenizer_name).vocab_size)
 
     # ---------------------------------------------------------------- public helpers
     def new_cache(self) -> KVCache:

@@ -5,7 +5,7 @@ cell, `TrainStream` the stratified, resumable, shardable training batches; every
 function of its arguments. Token ids come from `get_tokenizer` (ids as in the official code).
 """
 
-from abacus_ray.tasks.config import TASKS, TaskConfig
+from abacus_ray.config.task import TASKS, TaskConfig
 from abacus_ray.tasks.evalsets import eval_problems, eval_set
 from abacus_ray.tasks.formats import Problem
 from abacus_ray.tasks.problems import generate

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from abacus_ray.config.task import TASKS
 from abacus_ray.tasks import arithmetic, bitwise, sorting
-from abacus_ray.tasks.config import TASKS
 from abacus_ray.tasks.formats import HINT_MODES, Problem
 from abacus_ray.tasks.randomness import row_width, row_words, stable_key
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS

@@ -27,8 +27,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from abacus_ray.config.task import TaskConfig
 from abacus_ray.tasks.arithmetic import ARITHMETIC_TASKS, arithmetic_problems
-from abacus_ray.tasks.config import TaskConfig
 from abacus_ray.tasks.digit_arithmetic import arithmetic_token_batch
 from abacus_ray.tasks.formats import Problem
 from abacus_ray.tasks.problems import (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from abacus_ray.training.config import TrainConfig
+from abacus_ray.config.train import TrainConfig
 
 
 @dataclass

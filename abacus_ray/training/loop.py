@@ -31,12 +31,12 @@ import torch
 from torch import nn
 
 from abacus_ray.config import ExperimentConfig
-from abacus_ray.training import checkpoint as ckpt
+from abacus_ray.model import checkpoint as ckpt
+from abacus_ray.model.precision import resolve_precision
 from abacus_ray.training.budget import Budget
 from abacus_ray.training.distributed import agree, global_denominator, rank_and_world, wrap_ddp
 from abacus_ray.training.objective import answer_loss, loss_denominator
 from abacus_ray.training.optimizer import build_optimizer, set_lr
-from abacus_ray.training.precision import resolve_precision
 from abacus_ray.training.progressive import (
     backprop_limit,
     depth_distribution,
@@ -105,7 +105,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     root = Path(checkpoint_dir) if checkpoint_dir is not None else None
 
     seed_all(cfg.seed)  # identical initial weights on every rank
-    model = ArithmeticTransformer(cfg.model, cfg.vocab_size)
+    model = ArithmeticTransformer.for_experiment(cfg)
     saved_state = None
     if resume_from is not None:
         path = ckpt.resolve_checkpoint(resume_from)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from abacus_ray.config.train import REDUCTIONS
 from abacus_ray.tasks.tokenizer import PAD
-from abacus_ray.training.config import REDUCTIONS
 
 
 def scored_targets(input_ids: torch.Tensor, target_mask: torch.Tensor | None, mask_before_equals: bool) -> torch.Tensor:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from abacus_ray.training.config import TrainConfig
+from abacus_ray.config.train import TrainConfig
 
 NO_DECAY_MARKERS = ("bias", "norm")
 

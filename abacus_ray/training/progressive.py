@@ -20,6 +20,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from abacus_ray.model.positions import draw_abacus_offset
+
 
 class Call(NamedTuple):
     """One forward pass of a micro-batch: weight in the loss, no-grad recurrences n, grad recurrences k."""
@@ -68,11 +70,11 @@ def plan_calls(recurrences: int, limit: int, alpha: float, gen: torch.Generator,
         raise ValueError(f"alpha: must be in [0, 1], got {alpha}")
     calls = []
     if alpha != 1:
-        offset = None if max_k is None else _randint(0, max_k, gen)
+        offset = None if max_k is None else draw_abacus_offset(max_k, gen)
         calls.append(Call(1.0 - alpha, recurrences - limit, limit, offset))
     if alpha != 0:
         n, k = draw_depth(recurrences, limit, gen)
-        offset = None if max_k is None else _randint(0, max_k, gen)
+        offset = None if max_k is None else draw_abacus_offset(max_k, gen)
         calls.append(Call(alpha, n, k, offset))
     return calls
 

@@ -1,10 +1,13 @@
-"""`ModelConfig`: the Abacus transformer family (paper-spec §4-5, Table 5)."""
+"""`ModelConfig`: the Abacus transformer family (paper-spec §4-5, Table 5), and the paper's names for
+its architectures (ST, ST w/ II, LT) in both directions: name -> overrides for sweeps, config -> name
+for tables and dashboards."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from abacus_ray.configuration import check, check_choice
+from abacus_ray.config.dicts import check, check_choice
 
 POSITIONS = ("abacus", "fire", "rope", "nope", "learned", "abacus+fire", "abacus+rope")
 INJECTIONS = ("none", "first", "every")
@@ -63,3 +66,39 @@ class ModelConfig:
     @property
     def test_recurrences(self) -> int:
         return self.eval_recurrences or self.recurrences
+
+
+def standard(layers: int) -> dict[str, Any]:
+    """ST: L x 1, the embedding added once before the first layer (official class without the skip flag)."""
+    return {"model.layers": layers, "model.recurrences": 1, "model.injection": "first"}
+
+
+def standard_ii(layers: int) -> dict[str, Any]:
+    """ST w/ II: L x 1 with the embedding added before every layer."""
+    return {"model.layers": layers, "model.recurrences": 1, "model.injection": "every"}
+
+
+def looped(layers: int, recurrences: int, injection: str = "every") -> dict[str, Any]:
+    """LT: an L-layer block applied R times; addition LTs inject before every layer (spec §4.1)."""
+    return {"model.layers": layers, "model.recurrences": recurrences, "model.injection": injection}
+
+
+# The paper's three architectures at effective depth 16, and the tiny preset's stand-ins for them.
+PAPER_ARCHS = (standard(16), standard_ii(16), looped(1, 16))
+EMBEDDINGS = ("abacus", "fire", "nope")  # Fig. 3's position embeddings
+TINY_ARCHS = (standard(2), standard_ii(2), looped(1, 2))
+
+
+def architecture_name(recurrences: int, injection: str) -> str:
+    """The paper's name of a model: ST, ST w/ II (input injection) or LT (looped); the inverse of the
+    builders above."""
+    if int(recurrences) > 1:
+        return "LT" if injection == "every" else f"LT (inject {injection})"
+    if injection == "every":
+        return "ST w/ II"
+    return "ST" if injection == "first" else f"ST (inject {injection})"
+
+
+def block_name(layers: int, recurrences: int) -> str:
+    """`layers x recurrences`, the paper's "Layers in Recurrent Block X Number of Recurrences"."""
+    return f"{int(layers)}x{int(recurrences)}"

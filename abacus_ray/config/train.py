@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from abacus_ray.configuration import check, check_choice
+from abacus_ray.config.dicts import check, check_choice
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def resolved_precision(name: str, device_type: str) -> str:
+    """The one "auto" rule, for training and evaluation: bf16 on CUDA, fp32 elsewhere (on CPU autocast
+    is slower than fp32 for models this small)."""
+    if name == "auto":
+        return "bf16" if device_type == "cuda" else "fp32"
+    return name
 REDUCTIONS = ("mean", "none")
 
 

@@ -246,7 +246,7 @@ def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, w
         raise ValueError(f"{where}: weights hold {len(layers)} layer(s) but config.json has model.layers="
                          f"{cfg.model.layers} (wrong architecture)")
     with torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in ArithmeticTransformer(cfg.model, cfg.vocab_size).state_dict().items()}
+        expected = {k: tuple(v.shape) for k, v in ArithmeticTransformer.for_experiment(cfg).state_dict().items()}
     missing = sorted(set(expected) - set(weights))
     unexpected = sorted(set(weights) - set(expected))
     wrong = sorted(k for k in set(expected) & set(weights) if tuple(weights[k].shape) != expected[k])
@@ -271,7 +271,7 @@ def load_checkpoint(directory: str | Path, map_location: Any = "cpu") -> Checkpo
     if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
         raise ValueError(f"{path / MODEL_FILE}: expected a state_dict of tensors")
     check_weights_fit(weights, cfg, path / MODEL_FILE)
-    model = ArithmeticTransformer(cfg.model, cfg.vocab_size)
+    model = ArithmeticTransformer.for_experiment(cfg)
     try:
         model.load_state_dict(weights)
     except RuntimeError as e:

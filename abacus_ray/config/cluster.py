@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from abacus_ray.configuration import check, check_choice
+from abacus_ray.config.dicts import check, check_choice
 
 TRAINERS = ("torch", "function")
 

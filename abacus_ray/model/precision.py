@@ -1,6 +1,6 @@
-"""Mixed precision for the training step (paper-spec §6.6).
+"""Mixed precision for training steps and evaluation forwards (paper-spec §6.6).
 
-`auto` picks bf16 autocast on CUDA (no loss scaling needed) and plain fp32 on CPU, where autocast is
+`auto` (the rule in `config.train.resolved_precision`) picks bf16 autocast on CUDA (no loss scaling needed) and plain fp32 on CPU, where autocast is
 slower than fp32 for models this small. `fp16` is the paper's setting: fp16 autocast with a
 GradScaler, fp32 master weights. Master weights are fp32 in every mode.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from abacus_ray.training.config import PRECISIONS
+from abacus_ray.config.train import PRECISIONS, resolved_precision
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,8 @@ class Precision:
         return torch.amp.GradScaler(self.device_type, enabled=self.name == "fp16")
 
 
-def resolve_precision(name: str, device: torch.device | str) -> Precision:
+def resolve_precision(name: str, device: torch.device | str, key: str = "train.precision") -> Precision:
     if name not in PRECISIONS:
-        raise ValueError(f"train.precision: {name!r} is not one of {', '.join(PRECISIONS)}")
+        raise ValueError(f"{key}: {name!r} is not one of {', '.join(PRECISIONS)}")
     device_type = torch.device(device).type
-    if name == "auto":
-        name = "bf16" if device_type == "cuda" else "fp32"
-    return Precision(name, device_type)
+    return Precision(resolved_precision(name, device_type), device_type)

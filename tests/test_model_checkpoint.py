@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from abacus_ray.config import preset
-from abacus_ray.model.transformer import ArithmeticTransformer
-from abacus_ray.training import checkpoint as ckpt
-from abacus_ray.training.checkpoint import (
+from abacus_ray.model import checkpoint as ckpt
+from abacus_ray.model.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     model_id_of,
     save_checkpoint,
 )
+from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.training.seeding import rng_state, set_rng_state
 
 SMALL = ["model.hidden=32", "model.intermediate=64", "model.heads=4", "model.layers=1", "model.abacus_table=32"]
@@ -29,7 +29,7 @@ def cfg():
 @pytest.fixture
 def model(cfg):
     torch.manual_seed(0)
-    return ArithmeticTransformer(cfg.model, cfg.vocab_size)
+    return ArithmeticTransformer.for_experiment(cfg)
 
 
 def _state(model):
@@ -131,7 +131,7 @@ def test_truncated_garbage_and_wrong_shape_files_name_the_path(tmp_path, cfg, mo
         load_checkpoint(target)
 
     bigger = preset("tiny", SMALL[1:] + ["model.hidden=64"])
-    torch.save(ArithmeticTransformer(bigger.model, bigger.vocab_size).state_dict(), target / "model.pt")
+    torch.save(ArithmeticTransformer.for_experiment(bigger).state_dict(), target / "model.pt")
     with pytest.raises(ValueError, match=r"model\.pt: weights do not fit the configured model"):
         load_checkpoint(target)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from abacus_ray.configuration import check, check_choice
+from abacus_ray.config.dicts import check, check_choice
+from abacus_ray.config.train import PRECISIONS
 
 ENGINES = ("teacher", "kv", "naive")
 
@@ -27,5 +28,5 @@ class EvalConfig:
         check_choice(self.engine, "eval.engine", ENGINES)
         check(self.recurrences is None or self.recurrences >= 1, "eval.recurrences",
               f"must be >= 1, got {self.recurrences}")
-        check_choice(self.precision, "eval.precision", ("auto", "fp32", "bf16", "fp16"))
+        check_choice(self.precision, "eval.precision", PRECISIONS)
         check(self.token_budget >= 0, "eval.token_budget", f"must be >= 0 (0 = auto), got {self.token_budget}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from abacus_ray.configuration import check, check_choice
+from abacus_ray.config.dicts import check, check_choice
 
 TASKS = ("add", "sub", "mul", "addsub", "sort", "or")
 HINTS = ("none", "cyclic", "noncyclic")
@@ -43,6 +43,16 @@ class TaskConfig:
     def longest_digit_run(self) -> int:
         """Longest run of digit tokens in a training sample: what the Abacus table must cover."""
         n = self.train_max_len
-        if self.index_hints != "none":
-            return 1  # every digit is preceded by a hint symbol
-        return {"add": n + 1, "sub": n, "addsub": n + 1, "mul": 2 * n, "or": n, "sort": n}[self.name]
+        return max(longest_digit_run(t, n, n, self.index_hints) for t in EVAL_TASKS.get(self.name, (self.name,)))
+
+
+# A model trained on `addsub` is scored on + and - cells separately.
+EVAL_TASKS = {"addsub": ("add", "sub")}
+
+
+def longest_digit_run(task: str, i: int, j: int, index_hints: str = "none") -> int:
+    """Longest run of digit tokens in a problem of cell (i, j) of `task` (operands of i and j digits; for
+    sorting i digits per number): the Abacus rows it needs at offset k = 0, row 0 not counted."""
+    if index_hints != "none":
+        return 1  # every digit is preceded by a hint symbol
+    return {"add": max(i, j) + 1, "sub": max(i, j), "mul": i + j, "or": max(i, j), "sort": i}[task]

@@ -1,0 +1,79 @@
+"""`abacus-ray eval-all RESULTS [--grid G]`: every trained model under RESULTS, scored through Ray Data.
+
+    abacus-ray eval-all RESULTS [--grid paper-100plus] [--out DIR] [--per-cell N] [--seed S]
+
+A model is the latest `step-*` checkpoint of each run directory under RESULTS (a sweep's `train/`
+runs, or `abacus-ray train --out` directories). Results go to `RESULTS/results` unless `--out` says
+otherwise; only cells whose key is missing are evaluated, so a second run does nothing. The default
+grid is the paper's 100+ set (the 101-160 diagonal; `make eval-100plus`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_GRIDS = ("paper-100plus",)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("eval-all", help="score every checkpoint under a results root through Ray Data",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", type=Path, metavar="RESULTS", help="results root to search for checkpoints")
+    p.add_argument("--grid", dest="grids", action="append", default=None,
+                   help=f"grid name or spec (repeatable; default {', '.join(DEFAULT_GRIDS)}: the 101-160 diagonal)")
+    p.add_argument("--out", type=Path, default=None, help="Parquet results directory (default RESULTS/results)")
+    p.add_argument("--per-cell", type=int, default=None, help="problems per cell (default 100, the paper's)")
+    p.add_argument("--seed", type=int, default=None, help="evaluation seed (default 0)")
+    p.add_argument("--address", default=None, help="Ray address (default: $RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray")
+    p.set_defaults(func=handler)
+
+
+def find_models(root: Path) -> list[Path]:
+    """The latest checkpoint of every run directory below `root` (sorted, deterministic)."""
+    from abacus_ray.model.checkpoint import latest_checkpoint
+
+    if not root.is_dir():
+        raise FileNotFoundError(f"RESULTS: {root} is not a directory")
+    runs = sorted({p.parent.parent for p in root.rglob("step-*/meta.json") if not p.parent.name.startswith(".")})
+    found = [latest_checkpoint(r) for r in runs]
+    return [p for p in found if p is not None]
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Everything is checked before Ray starts: flags, grids, every checkpoint loaded once weights-only and
+    hash-checked (a foreign, truncated or wrong-architecture file is refused naming it, not inside an
+    evaluator actor), and the work planned (which checks every cell against its model's Abacus table)."""
+    from abacus_ray.cli import check_output_dir
+    from abacus_ray.config import EvalConfig
+    from abacus_ray.config.dicts import with_overrides
+    from abacus_ray.evaluation.grids import resolve_grid_names
+    from abacus_ray.evaluation.plan import Source, plan_items
+    from abacus_ray.evaluation.results import done_keys
+    from abacus_ray.model.checkpoint import load_checkpoint
+
+    grids = resolve_grid_names(tuple(args.grids or DEFAULT_GRIDS))
+    overrides = {k: v for k, v in (("per_cell", args.per_cell), ("seed", args.seed)) if v is not None}
+    eval_cfg = with_overrides(EvalConfig(), overrides)
+    if args.num_cpus is not None and args.num_cpus < 1:
+        raise ValueError(f"--num-cpus: must be >= 1, got {args.num_cpus}")
+    models = find_models(args.results)
+    if not models:
+        raise ValueError(f"RESULTS: no checkpoints under {args.results}")
+    out = check_output_dir(args.out or args.results / "results", "--out")
+    done_keys(out)  # a foreign or unreadable results directory is refused here, not after the cluster starts
+    for path in models:  # costs one load per model (seconds), small beside scoring it
+        load_checkpoint(path, map_location="cpu")
+    work = plan_items([Source(str(m)) for m in models], grids, eval_cfg, out)
+
+    from abacus_ray.cluster import runtime
+    from abacus_ray.cluster.grid_eval import evaluate_on_ray
+
+    runtime.init(args.address, num_cpus=args.num_cpus)
+    runtime.quiet_data_progress()
+    report = evaluate_on_ray(work, eval_cfg, out)
+    print(f"eval-all: {len(models)} model(s), {report.cells} cells evaluated, {report.skipped} already present, "
+          f"{report.seconds:.1f}s -> {out}", file=sys.stdout)
+    return 0

@@ -1,0 +1,161 @@
+"""`abacus-ray sweep NAME [flags]`: one paper figure's sweep, trained through Tune + Train on Ray,
+evaluated through Ray Data into Parquet, then drawn as dashboards.
+
+NAME is a sweep file of `sweeps/` (`fig10_k`) or a path to one. `python sweeps/fig10_k.py [flags]`
+(also under `ray job submit`) is the same command. `--dry-run` prints the expanded trials, each with
+its full resolved config, and starts nothing: check a sweep here before spending GPU-hours on it.
+Every flag is validated before Ray is imported or started: bad input costs no cluster time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from abacus_ray.sweep import Sweep
+
+REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"  # the checkout's sweeps/ (editable install)
+_DECLARED: dict[str, Sweep] = {}  # sweeps handed over by a sweep file run as a script
+
+
+def sweep_dirs() -> list[Path]:
+    """Where sweep names are looked up: ./sweeps, then the checkout's own sweeps/."""
+    return list(dict.fromkeys(d for d in (Path.cwd() / "sweeps", REPO_SWEEPS) if d.is_dir()))
+
+
+def available() -> list[str]:
+    return sorted({p.stem for d in sweep_dirs() for p in d.glob("*.py") if not p.name.startswith("_")})
+
+
+def load_sweep(name: str) -> Sweep:
+    """The `SWEEP` declared by sweep file `name` (a name in `sweeps/` or a path to a .py file)."""
+    if name in _DECLARED:
+        return _DECLARED[name]
+    if name.endswith(".py") or "/" in name:
+        path = Path(name)
+    else:
+        path = next((d / f"{name}.py" for d in sweep_dirs() if (d / f"{name}.py").is_file()), Path(f"{name}.py"))
+        if not path.is_file():
+            raise ValueError(f"NAME: no sweep named {name!r}; choose one of {', '.join(available()) or '(none found)'}")
+    if not path.is_file():
+        raise FileNotFoundError(2, "No such file", str(path))
+    spec = importlib.util.spec_from_file_location(f"abacus_ray_sweep_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sweep = getattr(module, "SWEEP", None)
+    if not isinstance(sweep, Sweep):
+        raise ValueError(f"{path}: declares no SWEEP = Sweep(...)")
+    return sweep
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("sweep", help="run one paper figure's sweep: train, evaluate, dashboards",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog=f"sweeps: {', '.join(available())}")
+    p.add_argument("sweep", metavar="NAME", help="a sweep of sweeps/ (e.g. fig10_k) or the path of a sweep file")
+    p.add_argument("flags", nargs=argparse.REMAINDER, help="the sweep's flags; see abacus-ray sweep NAME --help")
+    p.set_defaults(func=handler)
+
+
+def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
+    from abacus_ray.cli import ArgumentParser  # one-line usage errors, exit status 2
+
+    p = ArgumentParser(prog=f"abacus-ray sweep {sweep.name}", description=sweep.caption)
+    p.add_argument("--preset", choices=["tiny", "paper"], default="tiny",
+                   help="tiny: CPU-minutes per model on a laptop; paper: the paper's setting (GPU cluster)")
+    p.add_argument("--seeds", type=int, default=None, help="training seeds per configuration (default: the figure's)")
+    p.add_argument("--budget-hours", type=float, default=None,
+                   help="training budget per trial in device-hours (GPU-hours on GPUs)")
+    p.add_argument("--storage", default="results", help="root directory for trials, checkpoints and Parquet results")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray on 127.0.0.1)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra config override for every trial (repeatable), e.g. train.max_steps=100")
+    p.add_argument("--per-cell", type=int, default=None, help="problems per evaluation cell (default: the preset's)")
+    p.add_argument("--grid", dest="grids", action="append", default=None,
+                   help="evaluation grid name or spec (repeatable; default: the figure's grids)")
+    p.add_argument("--max-trials", type=int, default=None,
+                   help="run only the first N trials of the expansion (smoke tests)")
+    for flag in sweep.flags:
+        p.add_argument(flag.name, default=None, help=f"{flag.help} (sets {flag.key}; a comma list sweeps it)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the expanded trials (name, swept values, full resolved config) as JSON; start nothing")
+    p.add_argument("--no-eval", action="store_true", help="train only")
+    p.add_argument("--no-dashboard", action="store_true", help="do not build the dashboards")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray (default: all)")
+    return p
+
+
+def expand(sweep: Sweep, args: argparse.Namespace) -> list:
+    """The sweep's trials under the parsed flags (validated; no Ray)."""
+    from abacus_ray.config.dicts import parse_set
+    from abacus_ray.evaluation.grids import resolve_grid_names
+
+    overrides: dict[str, Any] = dict(parse_set(s) for s in args.overrides)
+    if args.budget_hours is not None:
+        overrides["train.budget_hours"] = args.budget_hours
+    if args.per_cell is not None:
+        overrides["eval.per_cell"] = args.per_cell
+    axes: dict[str, list[Any]] = {}
+    for flag in sweep.flags:
+        value = getattr(args, flag.name.lstrip("-").replace("-", "_"))
+        if value is not None:
+            axes[flag.key] = [v.strip() for v in value.split(",") if v.strip()]
+            if not axes[flag.key]:
+                raise ValueError(f"{flag.name}: no value in {value!r}; give one value or a comma list")
+    if args.grids:
+        resolve_grid_names(tuple(args.grids))
+    trials = sweep.expand(args.preset, seeds=args.seeds, overrides=overrides, axes=axes,
+                          grids=tuple(args.grids) if args.grids else None)
+    if not trials:
+        raise ValueError(f"--preset: {args.preset} expands to no trials")
+    if args.max_trials is not None:
+        if args.max_trials < 1:
+            raise ValueError(f"--max-trials: must be >= 1, got {args.max_trials}")
+        trials = trials[: args.max_trials]
+    for t in trials:
+        resolve_grid_names(t.config.eval.grids)
+    return trials
+
+
+def handler(args: argparse.Namespace) -> int:
+    from abacus_ray.cli import check_output_dir, parse_args
+
+    sweep = load_sweep(args.sweep)
+    parsed = parse_args(build_parser(sweep), args.flags)
+    if isinstance(parsed, int):  # --help (0) or a one-line usage error (2)
+        return parsed
+    trials = expand(sweep, parsed)
+    if parsed.dry_run:
+        print(json.dumps({"sweep": sweep.name, "caption": sweep.caption, "preset": parsed.preset,
+                          "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
+                          "trials": [{"name": t.name, "params": t.params, "config": t.config.to_dict()} for t in trials]},
+                         indent=2))
+        return 0
+    if parsed.num_cpus is not None and parsed.num_cpus < 1:
+        raise ValueError(f"--num-cpus: must be >= 1, got {parsed.num_cpus}")
+    if "://" not in parsed.storage:
+        check_output_dir(parsed.storage, "--storage")
+    from abacus_ray.cluster.driver import run_sweep
+
+    root = run_sweep(sweep.name, parsed.preset, trials, storage=Path(parsed.storage), address=parsed.address,
+                     evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
+                     eval_recurrences=sweep.eval_recurrences_for(parsed.preset))
+    if not parsed.no_dashboard and (root / "results").exists():
+        from dashboards.build import build_site
+
+        print(f"{sweep.name}: dashboard {build_site(root / 'results', root / 'dashboard')}", file=sys.stderr)
+    print(f"{sweep.name}: results in {root}")
+    return 0
+
+
+def main(sweep: Sweep, argv: list[str] | None = None) -> int:
+    """`python sweeps/NAME.py [flags]`: the same path as `abacus-ray sweep NAME [flags]`."""
+    from abacus_ray.cli import main as cli_main
+
+    _DECLARED[sweep.name] = sweep
+    return cli_main(["sweep", sweep.name, *(sys.argv[1:] if argv is None else argv)])

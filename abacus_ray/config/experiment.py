@@ -1,0 +1,55 @@
+"""`ExperimentConfig`: one trained model = task + model + training + evaluation + placement.
+
+Built once (from a preset and overrides, or from a checkpoint's JSON) and passed on as the object
+itself; it round-trips through a nested dict only where a dict is needed (the JSON beside every
+checkpoint, the Parquet config columns) and accepts dotted overrides (`--set model.layers=8`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from abacus_ray.config.cluster import ClusterConfig
+from abacus_ray.config.dicts import check, from_dict, to_dict, to_json, with_overrides
+from abacus_ray.config.evaluation import EvalConfig
+from abacus_ray.config.model import ModelConfig
+from abacus_ray.config.task import TaskConfig
+from abacus_ray.config.train import TrainConfig
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str = "run"
+    seed: int = 0
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+
+    def __post_init__(self) -> None:
+        check(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed}")
+        m, t = self.model, self.task
+        if m.uses_abacus:
+            need = m.max_k + t.longest_digit_run + 1
+            check(m.abacus_table >= need, "model.abacus_table",
+                  f"{m.abacus_table} rows cannot hold max_k={m.max_k} + {t.longest_digit_run}-digit training "
+                  f"runs (+ row 0); set model.abacus_table >= {need}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
+        return from_dict(cls, data)
+
+    def with_overrides(self, overrides: dict[str, Any] | list[str] | None) -> ExperimentConfig:
+        return with_overrides(self, overrides)
+
+    def to_json(self) -> str:
+        return to_json(self)
+
+    def replace(self, **sections: Any) -> ExperimentConfig:
+        return dataclasses.replace(self, **sections)

@@ -1,0 +1,121 @@
+"""A paper figure as a sweep: a preset, fixed overrides, variants x axes x seeds, evaluation grids.
+
+A sweep file in `sweeps/` declares one `Sweep` whose caption is the figure's; `Sweep.expand` turns it
+into `Trial`s once, each holding its fully resolved `ExperimentConfig` (name = the run's name, eval
+grids = the figure's). Those objects are what `abacus-ray sweep --dry-run` prints, what the Ray layer
+trains (`cluster/driver.py`) and evaluates, and what `sweep.json` records. Pure: no Ray here.
+The `tiny` preset scales a figure down to CPU-minutes while keeping its axes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from abacus_ray.config import ExperimentConfig, preset
+from abacus_ray.config.dicts import flatten
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A figure-specific command-line flag that sets (or, given a comma list, sweeps) one config key."""
+
+    name: str  # e.g. "--positions"
+    key: str  # e.g. "model.positions"
+    help: str
+
+
+@dataclass(frozen=True)
+class Scale:
+    """What one preset changes: overrides on top of the sweep's `base`, axis values, seeds, grids."""
+
+    overrides: dict[str, Any] = field(default_factory=dict)
+    axes: dict[str, list[Any]] | None = None
+    variants: list[dict[str, Any]] | None = None
+    seeds: int | None = None
+    grids: tuple[str, ...] | None = None
+    eval_recurrences: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One point of a sweep: its resolved config and the swept values Tune shows for it."""
+
+    config: ExperimentConfig  # `name` is the run's name, e.g. fig10_k/max_k=25_seed=0
+    params: dict[str, Any]  # swept key -> resolved value (Tune's param space, the status table's columns)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    caption: str
+    base: dict[str, Any]  # overrides every trial shares (paper values)
+    axes: dict[str, list[Any]] = field(default_factory=dict)  # full cross product
+    variants: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # explicit alternatives (e.g. L x R)
+    seeds: int = 3
+    grids: tuple[str, ...] | None = None  # evaluation grids (set as eval.grids); None: the preset's
+    eval_recurrences: tuple[int, ...] = ()  # test-time recurrences to score (empty: the model's own)
+    tiny: Scale = field(default_factory=Scale)
+    paper: Scale = field(default_factory=Scale)
+    flags: tuple[Flag, ...] = ()
+
+    def scale(self, preset_name: str) -> Scale:
+        return {"tiny": self.tiny, "paper": self.paper}.get(preset_name, Scale())
+
+    def eval_recurrences_for(self, preset_name: str) -> tuple[int, ...]:
+        s = self.scale(preset_name)
+        return s.eval_recurrences if s.eval_recurrences is not None else self.eval_recurrences
+
+    def expand(self, preset_name: str, *, seeds: int | None = None, overrides: dict[str, Any] | None = None,
+               axes: dict[str, list[Any]] | None = None, grids: tuple[str, ...] | None = None) -> list[Trial]:
+        """Every trial of the sweep: variants x axes x seeds, each config built (and so validated) once.
+
+        `overrides` apply to every trial (`--set`, `--budget-hours`); `axes` replace or add axes (figure
+        flags such as `--positions fire,nope`); `grids` replace the figure's evaluation grids.
+        """
+        s = self.scale(preset_name)
+        base = {**self.base, **s.overrides}
+        all_axes = {**(s.axes if s.axes is not None else self.axes), **(axes or {})}
+        variants = s.variants if s.variants is not None else self.variants
+        n_seeds = seeds if seeds is not None else s.seeds if s.seeds is not None else self.seeds
+        if n_seeds < 1:
+            raise ValueError(f"--seeds: must be >= 1, got {n_seeds}")
+        grids = grids or (s.grids if s.grids is not None else self.grids)
+        keys = list(all_axes)
+        points = [{**base, **variant, **dict(zip(keys, values, strict=True)), "seed": seed, **(overrides or {})}
+                  for variant in variants for values in itertools.product(*(all_axes[k] for k in keys))
+                  for seed in range(n_seeds)]
+        swept = swept_keys(points)
+        configs = []
+        for point in points:
+            cfg = preset(preset_name, point if grids is None else {**point, "eval.grids": list(grids)})
+            configs.append(cfg.replace(name=f"{self.name}/{trial_name(point, swept)}"))
+        flat = [flatten(c.to_dict()) for c in configs]
+        shown = [k for k in flat[0] if k != "name" and len({repr(f[k]) for f in flat}) > 1] if flat else []
+        return [Trial(c, {k: f[k] for k in shown}) for c, f in zip(configs, flat, strict=True)]
+
+
+def single(name: str, preset_name: str, overrides: dict[str, Any]) -> list[Trial]:
+    """A one-trial sweep (`NAME/base`) from a preset and overrides: tests, benchmarks, ad-hoc runs."""
+    return Sweep(name=name, caption=name, base=overrides, seeds=1).expand(preset_name)
+
+
+def trial_name(overrides: dict[str, Any], swept: list[str]) -> str:
+    """A short readable trial name from the swept keys, e.g. `max_k=25_seed=0`."""
+    parts = [f"{k.rsplit('.', 1)[-1]}={overrides[k]}" for k in swept if k in overrides]
+    return "_".join(parts) or "base"
+
+
+def swept_keys(points: list[dict[str, Any]]) -> list[str]:
+    """Override keys whose value differs between points (the figure's axes, seeds included)."""
+    keys: list[str] = []
+    for t in points:
+        for k in t:
+            if k not in keys:
+                keys.append(k)
+    return [k for k in keys if len({repr(t.get(k)) for t in points}) > 1]
