@@ -21,7 +21,7 @@ FIGURES := fig3_embeddings fig4_depth_recurrence fig5_add_sub fig6_multiplicatio
            fig18_effective_depth fig19_injection_throttle fig20_random_padding fig21_index_hints \
            table1_sorting table2_sorting_arch
 
-.PHONY: install test demo lint bench soak clean eval-100plus dashboards browser-deps $(FIGURES) \
+.PHONY: install test test-fast demo lint bench soak clean eval-100plus dashboards browser-deps $(FIGURES) \
         fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 fig15 fig16 fig18 fig19 fig20 fig21 table1 table2
 
 install: $(STAMP)
@@ -39,8 +39,13 @@ endif
 	@touch $(STAMP)
 	@echo "installed into $(VENV)"
 
-test: install
+# The whole suite, browser tests included (browser-deps installs Playwright and Debian's chromium).
+test: install browser-deps
 	$(BIN)/python -m pytest -q
+
+# No Ray, no training beyond a few steps: the inner loop while editing (about a minute on 2 cores).
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not ray and not slow"
 
 # The main job on an embedded local Ray (127.0.0.1): the tiny Fig. 10 sweep, trained through Tune +
 # Train, evaluated through Ray Data into Parquet.
@@ -49,7 +54,7 @@ demo: install
 
 # Every checkpoint under RESULTS on the 101-160 diagonal; only missing cells are evaluated.
 eval-100plus: install
-	$(BIN)/python -m abacus_ray.cluster.evaluate_all $(RESULTS) --grid diagonal:101-160
+	$(BIN)/abacus-ray eval-all $(RESULTS) --grid paper-100plus
 
 # Interactive dashboards (static HTML, offline) of RESULTS: a results dir, a sweep root or a storage root.
 # DASH=dir chooses where (default: dashboard/ beside the results).
@@ -57,12 +62,12 @@ dashboards: install
 	$(BIN)/abacus-ray dashboard $(RESULTS) $(if $(DASH),--out $(DASH))
 
 # The browser test's tools: Playwright from PyPI and Debian's chromium (never a browser download).
-# Without root or apt the browser test is skipped and says why.
+# Without root or apt the browser tests fail and say why.
 browser-deps: install
 	@$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install -q "playwright>=1.40"
 	@command -v chromium >/dev/null 2>&1 || (apt-get install -y -qq chromium >/dev/null 2>&1 || \
 		(apt-get update -qq && apt-get install -y -qq chromium >/dev/null)) || \
-		echo "browser-deps: could not install chromium (needs root and apt); the browser test will be skipped"
+		echo "browser-deps: could not install chromium (needs root and apt); the browser tests will fail"
 
 # `make fig10_k` (or `make fig10`): the paper preset of that figure on the cluster at RAY_ADDRESS.
 $(FIGURES): install

@@ -102,7 +102,7 @@ class Sweep:
 
 def single(name: str, preset_name: str, overrides: dict[str, Any]) -> list[Trial]:
     """A one-trial sweep (`NAME/base`) from a preset and overrides: tests, benchmarks, ad-hoc runs."""
-    return Sweep(name=name, caption=name, base=overrides, seeds=1).expand(preset_name)
+    return Sweep(name=name, caption=name, base={}, seeds=1).expand(preset_name, overrides=overrides)
 
 
 def trial_name(overrides: dict[str, Any], swept: list[str]) -> str:

@@ -1,7 +1,7 @@
 """Forward+backward throughput of `ArithmeticTransformer` (tokens/s), printed as a table.
 
 Models: the `tiny` preset (2 x 1, hidden 128) and the paper's 8 x 2 Abacus model (hidden 1024), on
-size-20 addition sequences (64 tokens, spec §2.2). A step is one forward at full depth with gradient
+size-20 addition sequences (64 tokens, docs/official-code.md §2.2). A step is one forward at full depth with gradient
 through every recurrence, a token-mean cross-entropy, and the backward (no optimiser step). FLOP/s
 use `flops_per_token` (full-context attention; see its docstring).
 

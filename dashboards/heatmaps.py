@@ -1,7 +1,7 @@
-"""Accuracy heatmaps (paper Figs. 1, 6, 7, 12-14; spec §8.1): the cell data behind each plot.
+"""Accuracy heatmaps (paper Figs. 1, 6, 7, 12-14; docs/official-code.md §8.1): the cell data behind each plot.
 
 One grid per entry (one model under one set of eval settings) and one per seed group. The seed-mean
-grid averages the runs' accuracies cell by cell, as the paper's mean heatmaps do (spec §7.7); its 95 %
+grid averages the runs' accuracies cell by cell, as the paper's mean heatmaps do (docs/official-code.md §7.7); its 95 %
 interval is the Wilson interval of the pooled counts. Drawing (orientation: operand one down, operand
 two across; fixed 0-100 colour scale; the red in-distribution square) happens in the browser from
 these arrays, see `static/dashboard.js`.

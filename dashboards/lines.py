@@ -1,6 +1,6 @@
 """Fig. 5/10/11-style lines: exact-match accuracy against operand length on the i = j diagonal.
 
-The paper shows only operands of equal length in these plots (spec §8.2): one line per run (Fig. 10
+The paper shows only operands of equal length in these plots (docs/official-code.md §8.2): one line per run (Fig. 10
 left) or per k, each line then the mean over that k's runs (Fig. 10 right, Fig. 11), with an
 "In Distribution" marker at the training length. Here each entry contributes its diagonal cells;
 the browser averages entries into one line per chosen dimension.

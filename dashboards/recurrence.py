@@ -1,6 +1,6 @@
 """Fig. 15-style view: accuracy against the number of test-time recurrences of one looped model.
 
-The paper decodes a 1x16 model's output after every recurrence (spec §7.8). A results directory
+The paper decodes a 1x16 model's output after every recurrence (docs/official-code.md §7.8). A results directory
 holds that data when one model was scored at several `recurrences` (the sweep's eval_recurrences
 axis); each (model, region view) becomes one line over the recurrence counts.
 """

@@ -3,7 +3,7 @@
 "Left: 5 models trained with offset hyperparameter k = 100 (101 offsets) on size-20 addition;
 accuracy on the i = j diagonal up to 120 digits. Right: models trained with k = 25, 50, 75 and 100:
 extrapolation grows with k." Architecture: the 8 x 2 looped transformer with input injection and
-Abacus embeddings (paper-spec §10). Evaluated on the diagonal up to 120 and the 100 x 100 grid.
+Abacus embeddings (docs/official-code.md §10). Evaluated on the diagonal up to 120 and the 100 x 100 grid.
 
 The tiny preset keeps the axes at CPU scale: a 2-layer model on size-5 addition, k scaled by 5/20
 (k = 6, 12, 19, 25 ~ 1.25n..5n), 2,000 steps, one seed, diagonal up to 30 digits plus the 1..12 square

@@ -2,7 +2,7 @@
 
 "Left: effective depth 8 — LT 1 x 8, ST 8 x 1 and ST w/ II 8 x 1 with Abacus, FIRE and NoPE.
 Right: larger effective depths, labelled 1x32, 4x8 and 8x8" (read as layers x recurrences; the
-labels' orientation is an open question, spec §11.9). Size-20 addition.
+labels' orientation is an open question, docs/official-code.md §11.9). Size-20 addition.
 
 Tiny: the depth-2 trio on size-5 addition, Abacus only, one seed.
 """

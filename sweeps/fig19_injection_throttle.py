@@ -3,7 +3,7 @@
 "Left: 8 x 2, 4 x 4 and 2 x 8 Abacus models without input injection inside the recurrent block
 (injection only before each recurrence). Right: the same models with throttle" — in the official
 code throttle is a constant loss factor (1 + min(R/4, M/2))/M, not a per-recurrence gradient
-division (spec §4.13); this sweep reproduces the code.
+division (docs/official-code.md §4.13); this sweep reproduces the code.
 
 Tiny: 2 x 2 and 1 x 4 on size-5 addition, one seed.
 """

@@ -1,7 +1,7 @@
 """Fig. 20 — random padding of the training data.
 
 "LT, ST and ST w/ II with Abacus, FIRE and NoPE trained on size-20 addition with pad tokens inserted
-at random positions." The paper does not give the probability (spec §11.2); `--pad-p` sets it
+at random positions." The paper does not give the probability (docs/official-code.md §11.2); `--pad-p` sets it
 (default 0.1; each extra pad 10x less likely). Evaluation prompts carry no pads.
 
 Tiny: the depth-2 trio on size-5 addition, one seed.

@@ -2,7 +2,7 @@
 
 "LT, ST and ST w/ II with randomised FIRE trained on size-20 addition where every digit carries a
 circular index hint" (Zhou et al. 2024). Randomised FIRE draws positions from 0..127 (the official
-README example; the paper's value is unknown, spec §11.3). `--hints noncyclic` gives the variant the
+README example; the paper's value is unknown, docs/official-code.md §11.3). `--hints noncyclic` gives the variant the
 official generator lacks.
 
 Tiny: the depth-2 trio on size-5 addition, one seed.

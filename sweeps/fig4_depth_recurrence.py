@@ -2,7 +2,7 @@
 
 "Exact match accuracy of standard transformers (16 x 1, with input injection) and looped transformers
 (8 x 2, 4 x 4, 2 x 8, 1 x 16) with Abacus embeddings trained on size-20 addition; mean of 3 runs, OOD
-(100 x 100) and 100+ (101-160 diagonal)." All inject the embedding before every layer (spec §4.1).
+(100 x 100) and 100+ (101-160 diagonal)." All inject the embedding before every layer (docs/official-code.md §4.1).
 `--positions fire,nope` gives Fig. 17 (the same with FIRE and NoPE) from this file.
 
 Tiny: effective depth 4 (4 x 1, 2 x 2, 1 x 4) on size-5 addition, one seed.

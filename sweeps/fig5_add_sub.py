@@ -2,7 +2,7 @@
 
 "8 x 2 looped transformers with Abacus embeddings trained on a mix of size-20 addition and
 subtraction; accuracy on the i = j diagonal for + and -, mean of 3 runs." The mix is 1:1 per sample
-(the paper's file sizes are unknown, spec §11.1).
+(the paper's file sizes are unknown, docs/official-code.md §11.1).
 
 Tiny: a 2-layer model on size-5 +/- problems, one seed.
 """

@@ -2,7 +2,7 @@
 
 "Looped transformers (4 x 4, input injection only before each recurrence) trained on up to
 15 x 15-digit multiplication, evaluated on the 25 x 25 grid, the red square marking training."
-Official shells: throttle on, loss_reduction none, lr 6e-5 with FIRE (spec §6.2, §10), 8 GPUs.
+Official shells: throttle on, loss_reduction none, lr 6e-5 with FIRE (docs/official-code.md §6.2, §10), 8 GPUs.
 
 Tiny: a 2-layer model on up to 3 x 3-digit products, 1..6 square, one seed.
 """

@@ -2,7 +2,7 @@
 
 "Exact string match accuracy of ST 8 x 1 models trained on arrays of up to 10 numbers of up to 10
 digits, evaluated on the 30 x 30 grid (max digits x array length): OOD in number length, OOD in
-array length, all OOD." Micro-batch 32 as in the official sorting shell (spec §6.5).
+array length, all OOD." Micro-batch 32 as in the official sorting shell (docs/official-code.md §6.5).
 
 Tiny: ST 2 x 1 on up to 3 numbers of up to 3 digits, 1..6 square, one seed.
 """

@@ -6,7 +6,8 @@ Checks: no console errors or dialogs on any page; every plot renders, with one h
 evaluated cell in the DOM; the run selector changes the shown run; hovering a cell shows its values;
 hostile run and sweep names (markup, `<script>`) appear as text and never run. The load time of the
 sweep page is printed (not asserted) and a screenshot saved (DASHBOARD_SCREENSHOTS=dir keeps it).
-`make browser-deps` installs the browser; without it the test is skipped with the reason.
+`make browser-deps` (a prerequisite of `make test`) installs the browser; without it these tests fail
+and say so: a missing browser is a missing input, not a reason to skip.
 """
 
 import os
@@ -27,9 +28,16 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 RUN = "<script>alert('run')</script><b>bold</b> & co"
 SWEEP = "<img src=x onerror=alert('sweep')>"
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: run `make browser-deps`")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM}: run `make browser-deps` (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def playwright_api():
+    try:
+        from playwright import sync_api
+    except ImportError:
+        pytest.fail("playwright is not installed: run `make browser-deps`")
+    assert Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM}: run `make browser-deps` (apt-get install chromium)"
+    return sync_api
 
 
 @pytest.fixture(scope="module")

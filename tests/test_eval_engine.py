@@ -31,7 +31,7 @@ from abacus_ray.tasks.stream import TrainStream, encode_problems
 from abacus_ray.tasks.tokenizer import EOS, get_tokenizer
 
 ENGINES = ("teacher", "kv", "naive")
-SPACE_ID = 18  # the never-emitted space id of every vocabulary (spec §1.1)
+SPACE_ID = 18  # the never-emitted space id of every vocabulary (docs/official-code.md §1.1)
 # small cells per task; sorting's prompt length varies inside a cell, so KV groups split cells
 TASK_CELLS = {
     "add": [(1, 2), (3, 3), (4, 2)],

@@ -1,4 +1,4 @@
-"""Grids, cell/diagonal specs and regions (paper-spec §3.7-3.8, §7.2-7.7)."""
+"""Grids, cell/diagonal specs and regions (docs/official-code.md §3.7-3.8, §7.2-7.7)."""
 
 import pytest
 
@@ -81,7 +81,7 @@ def test_arithmetic_regions_follow_the_training_length():
     for i, j in get_grid("paper-addition").pairs:
         r = region_of("add", i, j, 20)
         counts[r] = counts.get(r, 0) + 1
-    assert counts == {"id": 400, "ood": 9600, "ood100plus": 60}  # spec §7.7
+    assert counts == {"id": 400, "ood": 9600, "ood100plus": 60}  # docs/official-code.md §7.7
     with pytest.raises(ValueError, match="^n_train: "):
         region_of("add", 1, 1, 0)
 

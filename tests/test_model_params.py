@@ -1,4 +1,4 @@
-"""Parameter counts (spec §5), construction errors, initialisation, FLOPs and `abacus-ray describe`."""
+"""Parameter counts (docs/official-code.md §5), construction errors, initialisation, FLOPs and `abacus-ray describe`."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""Position schemes: Abacus ids and offsets, table limits, FIRE bias, RoPE (spec §4.3-4.7)."""
+"""Position schemes: Abacus ids and offsets, table limits, FIRE bias, RoPE (docs/official-code.md §4.3-4.7)."""
 
 import math
 

@@ -27,7 +27,7 @@ ARITH_OPS = {"add": "+", "sub": "-", "mul": "x", "addsub": "+-"}
 
 
 def test_papers_addition_example_format():
-    # 28289 + 2719583 = 2747872 is written reversed, answer reversed, no EOS in the text (spec §2.1)
+    # 28289 + 2719583 = 2747872 is written reversed, answer reversed, no EOS in the text (docs/official-code.md §2.1)
     assert reversed_answer(28289 + 2719583) == "2787472"
     assert reversed_answer(4 - 8) == "4-"
     assert reversed_answer(3 - 814) == "118-"

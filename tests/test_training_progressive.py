@@ -1,4 +1,4 @@
-"""Progressive loss draws (spec §4.13) and the masked answer loss."""
+"""Progressive loss draws (docs/official-code.md §4.13) and the masked answer loss."""
 
 from collections import Counter
 from fractions import Fraction
@@ -16,7 +16,7 @@ from abacus_ray.training.progressive import (
     throttle_factor,
 )
 
-# spec §4.13's table: (L x R) -> (M, P(total depth = R), E[k], throttle factor)
+# docs/official-code.md §4.13's table: (L x R) -> (M, P(total depth = R), E[k], throttle factor)
 TABLE = {
     (16, 1): (1, 1.0, 1.0, 1.25),
     (8, 2): (1, 0.5, 1.0, 1.5),

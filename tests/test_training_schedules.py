@@ -1,4 +1,4 @@
-"""The budget-keyed schedules (spec §6.3, §6.5), the budget fraction and AdamW's parameter groups."""
+"""The budget-keyed schedules (docs/official-code.md §6.3, §6.5), the budget fraction and AdamW's parameter groups."""
 
 import pytest
 import torch
@@ -39,7 +39,7 @@ def test_first_call_is_zero_and_schedule_is_clamped():
 
 
 @pytest.mark.parametrize("f, expected", [
-    # spec §6.5's worked examples for micro-batch 512, global batch 8192, ramp 0.6
+    # docs/official-code.md §6.5's worked examples for micro-batch 512, global batch 8192, ramp 0.6
     (0.0, 512), (0.05, 1024), (0.1, 1536), (0.2, 3072), (0.3, 4096), (0.4, 5632), (0.5, 7168),
     (0.6, 8192), (0.95, 8192), (1.0, 8192),
 ])

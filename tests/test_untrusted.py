@@ -362,9 +362,9 @@ def test_hostile_strings_stay_text_in_a_browser(tmp_path):
     """The page script hands run and model ids to Plotly, which renders a subset of HTML (<a href>, <b>) in
     titles: in headless Chromium the hostile sweep page raises no dialog, loads nothing, and its heatmap
     title shows the markup as text (no link element)."""
-    playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: run `make browser-deps`")
+    from playwright import sync_api as playwright_api  # `make browser-deps`, a prerequisite of `make test`
+
+    assert Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM}: run `make browser-deps`"
     from dashboards.build import build_site
     from dashboards.site import sweep_file
 

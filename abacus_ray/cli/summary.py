@@ -4,7 +4,7 @@
 
 Each row is one model under one set of eval settings; columns are the paper's views in percent
 (+ - x OR: id, ood, ood100plus; sorting: id, ood_digits_30, ood_array_30, all_ood_30, all_ood_20),
-each the mean of per-cell exact-match accuracies (spec §7.7). `--seeds` groups models that differ
+each the mean of per-cell exact-match accuracies (docs/official-code.md §7.7). `--seeds` groups models that differ
 only in their training seed and prints the mean and spread over seeds instead.
 """
 

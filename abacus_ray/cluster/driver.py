@@ -96,8 +96,8 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path) 
         tuner = tune.Tuner(
             trainable,
             param_space={k: tune.choice(v) for k, v in choices.items()},
-            tune_config=tune.TuneConfig(search_alg=BasicVariantGenerator(points_to_evaluate=points),
-                                        num_samples=len(points), max_concurrent_trials=max_concurrency(list(by_name.values()))),
+            tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
+                points_to_evaluate=points, max_concurrent=max_concurrency(list(by_name.values())))),
             run_config=tune.RunConfig(name="tune", storage_path=str(root), verbose=1),
         )
     grid = tuner.fit()

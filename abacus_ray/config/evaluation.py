@@ -1,4 +1,4 @@
-"""`EvalConfig`: how a checkpoint is scored (paper-spec §7)."""
+"""`EvalConfig`: how a checkpoint is scored (docs/official-code.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`ModelConfig`: the Abacus transformer family (paper-spec §4-5, Table 5), and the paper's names for
+"""`ModelConfig`: the Abacus transformer family (docs/official-code.md §4-5, Table 5), and the paper's names for
 its architectures (ST, ST w/ II, LT) in both directions: name -> overrides for sweeps, config -> name
 for tables and dashboards."""
 
@@ -17,7 +17,7 @@ INIT_STATES = ("noise", "zeros")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """An L x R depth-recurrent decoder; every paper model is one of these (spec §0.1).
+    """An L x R depth-recurrent decoder; every paper model is one of these (docs/official-code.md §0.1).
 
     `layers` distinct layers form the recurrent block, applied `recurrences` times. `injection`
     adds the normalised embedding to the state before `every` layer of each recurrence (the paper's
@@ -79,7 +79,7 @@ def standard_ii(layers: int) -> dict[str, Any]:
 
 
 def looped(layers: int, recurrences: int, injection: str = "every") -> dict[str, Any]:
-    """LT: an L-layer block applied R times; addition LTs inject before every layer (spec §4.1)."""
+    """LT: an L-layer block applied R times; addition LTs inject before every layer (docs/official-code.md §4.1)."""
     return {"model.layers": layers, "model.recurrences": recurrences, "model.injection": injection}
 
 

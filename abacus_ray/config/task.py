@@ -1,4 +1,4 @@
-"""`TaskConfig`: which problems a model trains on (paper-spec §2-3)."""
+"""`TaskConfig`: which problems a model trains on (docs/official-code.md §2-3)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ class TaskConfig:
     name: str = "add"
     train_max_len: int = 20
     train_max_array: int = 10
-    pad_p: float = 0.0  # random padding probability (spec §2.3, Fig. 20)
-    index_hints: str = "none"  # none | cyclic | noncyclic (spec §2.4, Fig. 21)
+    pad_p: float = 0.0  # random padding probability (docs/official-code.md §2.3, Fig. 20)
+    index_hints: str = "none"  # none | cyclic | noncyclic (docs/official-code.md §2.4, Fig. 21)
 
     def __post_init__(self) -> None:
         check_choice(self.name, "task.name", TASKS)

@@ -1,4 +1,4 @@
-"""`TrainConfig`: budget, optimiser, schedules and objective (paper-spec §4.13, §6, Table 5)."""
+"""`TrainConfig`: budget, optimiser, schedules and objective (docs/official-code.md §4.13, §6, Table 5)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class TrainConfig:
     batch_ramp: float = 0.6  # fraction of the budget over which the batch ramps to global_batch; 0 = off
     grad_clip: float = 0.5
     precision: str = "auto"  # auto: bf16 on GPU, fp32 on CPU; fp16 = the paper's autocast + GradScaler
-    alpha: float = 1.0  # progressive loss weight (spec §4.13)
+    alpha: float = 1.0  # progressive loss weight (docs/official-code.md §4.13)
     max_backprop: int | None = None  # M; None = max(R // 2, 1)
     throttle: bool = False
     loss_reduction: str = "mean"

@@ -1,4 +1,4 @@
-"""evaluation layer: exact-match scoring of checkpoints on (i, j) grids into Parquet (paper-spec §7).
+"""evaluation layer: exact-match scoring of checkpoints on (i, j) grids into Parquet (docs/official-code.md §7).
 
 grids        named paper grids, `--cells` / `--diagonal` specs          regions     id / ood / ood100plus, sorting views
 noise        per-cell seeded initial states shared by all engines        teacher_forcing   one-forward exact match

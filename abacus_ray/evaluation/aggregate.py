@@ -1,7 +1,7 @@
 """From cell rows to the paper's numbers: region means per model, spread over seeds, Wilson intervals.
 
 The paper reports, per model, the mean of per-cell exact-match accuracies over a region, every cell
-weighted equally (spec §7.7), then the mean over training runs. Cell rows are pandas DataFrames read by
+weighted equally (docs/official-code.md §7.7), then the mean over training runs. Cell rows are pandas DataFrames read by
 `results.read_cells`. Views (which cells a number averages) come from `regions.views_for`.
 """
 

@@ -77,7 +77,7 @@ def greedy_naive(model, prompt_ids: Tensor, max_new: int, *, recurrences: int | 
 @torch.inference_mode()
 def greedy_per_recurrence(model, prompt_ids: Tensor, max_new: int, *, recurrences: int | None = None,
                           noise: Tensor | None = None, use_cache: bool = True) -> Tensor:
-    """Tokens [R, B, T]: the argmax after every recurrence r at every generated step (Fig. 15, spec §7.8).
+    """Tokens [R, B, T]: the argmax after every recurrence r at every generated step (Fig. 15, docs/official-code.md §7.8).
 
     The token fed back is the last recurrence's, so row R-1 equals `greedy_kv`'s output.
     """
@@ -116,10 +116,10 @@ class Match(NamedTuple):
 
 
 def match(generated: Tensor, targets: list[list[int]], limits: list[int], *, require_eos: bool = True) -> Match:
-    """Compare greedy outputs with targets (answer ids + EOS) the way exact match does (spec §7.3).
+    """Compare greedy outputs with targets (answer ids + EOS) the way exact match does (docs/official-code.md §7.3).
 
     Row b's output is cut to its own `limits[b]` tokens so the verdict does not depend on which other
-    rows shared its batch. With `require_eos=False` the EOS is not compared (sorting, spec §7.6).
+    rows shared its batch. With `require_eos=False` the EOS is not compared (sorting, docs/official-code.md §7.6).
     """
     rows = generated.tolist()
     res = Match([], [], [], [], [])

@@ -10,7 +10,7 @@
 All three see the same per-cell noise (`noise`), so their per-problem verdicts agree; the tests check
 this on every task and position scheme. Each cell's decoders may emit up to `decode_limit` tokens:
 the answer field + EOS + 2 spare tokens (so an over-long answer is visible in the samples), and twice
-the answer field for sorting, as the official sorting eval does (spec §7.6).
+the answer field for sorting, as the official sorting eval does (docs/official-code.md §7.6).
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def run_cells(model, prepared: Sequence[PreparedCell], *, engine: str = "teacher
 
 def predictions_per_recurrence(model, cell: PreparedCell, *, recurrences: int | None = None,
                                precision: str = "auto") -> list[list[str]]:
-    """Fig. 15 (spec §7.8): texts[r][b] = what greedy decoding of problem b reads after recurrence r + 1.
+    """Fig. 15 (docs/official-code.md §7.8): texts[r][b] = what greedy decoding of problem b reads after recurrence r + 1.
 
     Every step feeds back the last recurrence's token (as the model would), with the cell's noise;
     each recurrence's argmax string is cut at its own first EOS and at the cell's decoding limit.

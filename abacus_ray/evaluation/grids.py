@@ -1,7 +1,7 @@
-"""Evaluation grids: which (i, j) operand-length cells a model is scored on (paper-spec §3.7-3.8, §7.2-7.6).
+"""Evaluation grids: which (i, j) operand-length cells a model is scored on (docs/official-code.md §3.7-3.8, §7.2-7.6).
 
 A cell is `(task, i, j)`: for +, -, x and bitwise OR, i and j are the digit counts of the first and
-second operand (heatmap row and column, spec §8.1); for sorting, i is the maximum number of digits
+second operand (heatmap row and column, docs/official-code.md §8.1); for sorting, i is the maximum number of digits
 and j the array length. A grid is a named, ordered set of cells. Every paper grid has one name here;
 custom rectangles and diagonals come from specs such as `1-20x1-20` and `101-160`.
 Grids that name no task (custom specs) take the task of the checkpoint they are run against.
@@ -76,7 +76,7 @@ def _unique(pairs) -> tuple[tuple[int, int], ...]:
 
 
 def rectangle(i_range: range, j_range: range) -> tuple[tuple[int, int], ...]:
-    """Row-major cells of i_range x j_range (the official loop order, spec §7.2)."""
+    """Row-major cells of i_range x j_range (the official loop order, docs/official-code.md §7.2)."""
     return tuple((i, j) for i in i_range for j in j_range)
 
 
@@ -146,16 +146,16 @@ def parse_diagonal(spec: str) -> Grid:
 
 def _named() -> dict[str, Grid]:
     square100 = rectangle(range(1, 101), range(1, 101))
-    over100 = diagonal(range(101, 161))  # spec §3.7: i = j in 101..160
-    long_diag = diagonal(range(200, 1001, 100))  # spec §3.7 "googol" groups: 200, 300, ..., 1000
+    over100 = diagonal(range(101, 161))  # docs/official-code.md §3.7: i = j in 101..160
+    long_diag = diagonal(range(200, 1001, 100))  # docs/official-code.md §3.7 "googol" groups: 200, 300, ..., 1000
     return {
         "paper-addition": Grid("paper-addition", square100 + over100, "add"),
         "paper-addition-long": Grid("paper-addition-long", long_diag, "add"),
         "paper-subtraction": Grid("paper-subtraction", square100 + over100, "sub"),
         "paper-multiplication": Grid("paper-multiplication", rectangle(range(1, 26), range(1, 26)), "mul"),
-        # max digits d (row) x array length m (column); the whole 30x30, corner included (spec §7.6).
+        # max digits d (row) x array length m (column); the whole 30x30, corner included (docs/official-code.md §7.6).
         "paper-sorting": Grid("paper-sorting", rectangle(range(1, 31), range(1, 31)), "sort"),
-        # the official eval loop covers up to 40x40 (spec §3.7-3.8).
+        # the official eval loop covers up to 40x40 (docs/official-code.md §3.7-3.8).
         "paper-or": Grid("paper-or", rectangle(range(1, 41), range(1, 41)), "or"),
         # the 100+ region alone, for any + or - model (`abacus-ray eval-all`'s default, `make eval-100plus`)
         "paper-100plus": Grid("paper-100plus", over100),

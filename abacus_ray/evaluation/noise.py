@@ -1,7 +1,7 @@
 """Per-cell seeded initial-state noise, so every engine sees the same noise and reruns reproduce.
 
 The official model starts its recurrent state from fresh N(0, init_std^2) noise on every forward
-pass, eval included (spec §0.2, §7.1), so its eval numbers are not reproducible and a KV-cache decoder
+pass, eval included (docs/official-code.md §0.2, §7.1), so its eval numbers are not reproducible and a KV-cache decoder
 would see different noise than a full forward. Here each cell draws one tensor
 [problems, length, hidden] from a `torch.Generator` seeded from (eval seed, task, i, j), and every
 engine passes the slice for the positions it computes as `noise=`: problem b, position t always gets

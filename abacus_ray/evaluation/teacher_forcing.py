@@ -30,7 +30,7 @@ def teacher_forced(model, input_ids: Tensor, target_mask: Tensor, *, recurrences
                    noise: Tensor | None = None, require_eos: bool = True) -> TeacherForcedScore:
     """Score rows of prompt + answer + EOS (right-padded); `target_mask` marks answer tokens and EOS.
 
-    `require_eos=False` drops the EOS from the comparison (the official sorting metric, spec §7.6).
+    `require_eos=False` drops the EOS from the comparison (the official sorting metric, docs/official-code.md §7.6).
     """
     if input_ids.shape != target_mask.shape:
         raise ValueError(f"target_mask: shape {tuple(target_mask.shape)} differs from input_ids "

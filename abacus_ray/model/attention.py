@@ -1,6 +1,6 @@
 """Causal multi-head self-attention with optional RoPE or FIRE, through `scaled_dot_product_attention`.
 
-No biases (spec §4.8). Q, K, V come from one fused [3H, H] projection laid out as [Q; K; V] blocks of
+No biases (docs/official-code.md §4.8). Q, K, V come from one fused [3H, H] projection laid out as [Q; K; V] blocks of
 H rows (torch MultiheadAttention's layout), so the DeepNorm init can give Q and K gain 1 and V the
 small gain as intended (the official sequence-first module splits per head and so mixes the gains;
 see `init.py`). Scores are scaled by 1/sqrt(head_dim) (= 1/8 for the paper's 64-dim heads).

@@ -1,4 +1,4 @@
-"""FIRE: Functional Interpolation for Relative positions (spec §4.5), an additive attention bias.
+"""FIRE: Functional Interpolation for Relative positions (docs/official-code.md §4.5), an additive attention bias.
 
 Each attention layer owns one FIRE module (shared across recurrences because the layer is). For
 query position p_i and key position p_j the bias of head h is

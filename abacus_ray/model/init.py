@@ -1,4 +1,4 @@
-"""DeepNorm-style initialisation ("deepnorm-straight", spec §4.11).
+"""DeepNorm-style initialisation ("deepnorm-straight", docs/official-code.md §4.11).
 
 Only the initialisation is DeepNorm's: residuals are not scaled. With N_eff = layers x recurrences
 and g = (8 N_eff)^(-1/4):

@@ -1,4 +1,4 @@
-"""The decoder layer and its GELU-GLU feed-forward (spec §4.9).
+"""The decoder layer and its GELU-GLU feed-forward (docs/official-code.md §4.9).
 
 Post-LN is the paper's layer: x = LN(x + Attn(x)); x = LN(x + FFN(x)). Pre-LN (x + Attn(LN(x))) is
 offered as a stability option. LayerNorm eps is 1e-12 and no linear has a bias.

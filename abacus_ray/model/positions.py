@@ -1,4 +1,4 @@
-"""Token-level position signals added to the embedding: Abacus and learned absolute (spec §4.3-4.4).
+"""Token-level position signals added to the embedding: Abacus and learned absolute (docs/official-code.md §4.3-4.4).
 
 The Abacus embedding numbers every maximal run of digit tokens 1, 2, 3, ... and gives every other
 token position 0 (one learned row shared by operators, `=`, EOS, PAD, letters). Because additions are

@@ -1,4 +1,4 @@
-"""Mixed precision for training steps and evaluation forwards (paper-spec §6.6).
+"""Mixed precision for training steps and evaluation forwards (docs/official-code.md §6.6).
 
 `auto` (the rule in `config.train.resolved_precision`) picks bf16 autocast on CUDA (no loss scaling needed) and plain fp32 on CPU, where autocast is
 slower than fp32 for models this small. `fp16` is the paper's setting: fp16 autocast with a

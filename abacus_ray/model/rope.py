@@ -1,4 +1,4 @@
-"""Rotary position embedding (spec §4.6): GPT-NeoX rotate-half on Q and K, base 10000, no parameters.
+"""Rotary position embedding (docs/official-code.md §4.6): GPT-NeoX rotate-half on Q and K, base 10000, no parameters.
 
 Applied per head at 0-based token positions; with a KV cache the new tokens continue from the cached
 length, and the cache stores keys already rotated, so cached decoding equals the full forward.

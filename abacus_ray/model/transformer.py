@@ -1,4 +1,4 @@
-"""`ArithmeticTransformer`: the depth-recurrent decoder every paper model is an instance of (spec §4).
+"""`ArithmeticTransformer`: the depth-recurrent decoder every paper model is an instance of (docs/official-code.md §4).
 
     e      = LayerNorm( E_tok[ids] + P(ids) )        P = Abacus / learned / nothing
     s      = noise ~ N(0, init_std^2)  (or zeros)    the initial recurrent state
@@ -9,7 +9,7 @@
     logits = decoder( adapter( LayerNorm_final( FFN_head(s) ) ) )   (pre-LN adds a LayerNorm before FFN_head)
 
 The L distinct layers form the recurrent block applied R times. An "ST" is L x 1; because the state
-starts as noise, even the ST adds its embedding to noise (spec §0.2). RoPE and FIRE act inside
+starts as noise, even the ST adds its embedding to noise (docs/official-code.md §0.2). RoPE and FIRE act inside
 attention; Abacus and learned positions are added to the token embedding.
 """
 
@@ -53,7 +53,7 @@ class ArithmeticTransformer(nn.Module):
         self.head_norm = layer_norm(h) if cfg.norm == "pre" else None
         self.head = GLUFeedForward(h, cfg.intermediate)
         self.final_norm = layer_norm(h)
-        self.adapter = nn.Linear(h, h, bias=False)  # untied, spec §4.10
+        self.adapter = nn.Linear(h, h, bias=False)  # untied, docs/official-code.md §4.10
         self.decoder = nn.Linear(h, vocab_size, bias=False)  # untied, no bias
         deepnorm_init_(self, cfg.layers * cfg.recurrences, h)
         # One host sync per forward checks ids and Abacus positions (a clear ValueError instead of a
@@ -71,7 +71,7 @@ class ArithmeticTransformer(nn.Module):
         return KVCache(layers=self.cfg.layers)
 
     def num_params(self) -> int:
-        """All parameters, FIRE's frozen L0 included (matches the official `numel` count, spec §5)."""
+        """All parameters, FIRE's frozen L0 included (matches the official `numel` count, docs/official-code.md §5)."""
         return sum(p.numel() for p in self.parameters())
 
     def initial_state(self, batch: int, seq: int, *, device: torch.device | str | None = None,

@@ -1,4 +1,4 @@
-"""tasks layer: the paper's problems as text and as token batches (paper-spec §1-3).
+"""tasks layer: the paper's problems as text and as token batches (docs/official-code.md §1-3).
 
 `generate` makes the problems of one (i, j) cell, `eval_problems` the fixed problems of an eval
 cell, `TrainStream` the stratified, resumable, shardable training batches; every one is a pure

@@ -1,4 +1,4 @@
-"""Addition, subtraction, multiplication and the +/- mix (spec §2.1, §3.1): the exact reference path.
+"""Addition, subtraction, multiplication and the +/- mix (docs/official-code.md §2.1, §3.1): the exact reference path.
 
 A row of a cell (i, j) reads its random words in this fixed layout, which the training stream's
 vectorised fast path (`digit_arithmetic`) shares, so both paths yield the same problems:

@@ -1,4 +1,4 @@
-"""Bitwise OR of a one-hot vector and a zero vector (paper A.3; spec §2.5).
+"""Bitwise OR of a one-hot vector and a zero vector (paper A.3; docs/official-code.md §2.5).
 
 Cell (i, j) holds exactly min(i, j) problems, one per one-hot index t in 0..min(i, j)-1:
 

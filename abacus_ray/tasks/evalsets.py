@@ -1,4 +1,4 @@
-"""Evaluation sets: the fixed problems of each grid cell, reproducible anywhere (spec §3.7).
+"""Evaluation sets: the fixed problems of each grid cell, reproducible anywhere (docs/official-code.md §3.7).
 
 The official eval files were generated from OS entropy and cannot be regenerated; here a cell's
 problems are a pure function of (task, i, j, count, seed), drawn from a word stream keyed on a

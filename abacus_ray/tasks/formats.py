@@ -1,4 +1,4 @@
-"""The model's text format: the `Problem` record and the paper's two format variants (spec §2.3, §2.4).
+"""The model's text format: the `Problem` record and the paper's two format variants (docs/official-code.md §2.3, §2.4).
 
 A problem is a prompt ending in "=" and an answer, both reversed (least-significant digit first) and
 without EOS, which the encoder appends. The variants rewrite a finished problem:
@@ -6,7 +6,7 @@ without EOS, which the encoder appends. The variants rewrite a finished problem:
 * index hints (paper A.7.5, Fig. 21): every digit of A, B and C is preceded by the hint symbol h_t of
   its place t (t = 0 for the least-significant digit), with one hint sequence shared by all three
   numbers, e.g. 6 + 49 = 55 -> "e6+e9f4=" / "e5f5". The official generator crashes before assembling
-  this line; `{hA}{op}{hB}={hC}` is the intended format (spec §2.4).
+  this line; `{hA}{op}{hB}={hC}` is the intended format (docs/official-code.md §2.4).
 * random padding (paper A.7.4, Fig. 20): spaces, which tokenize to PAD, inserted before each character
   of the finished line, answer included.
 """
@@ -43,7 +43,7 @@ def hint_starts(needed: int, mode: str) -> int:
 
     Cyclic: any of the 102 (the list wraps). Non-cyclic: only starts that need no wrap, so later
     symbols are seen less often, as the paper describes. The official code draws from 0..102 (0 twice
-    as likely, spec §2.4); we draw uniformly.
+    as likely, docs/official-code.md §2.4); we draw uniformly.
     """
     n = len(HINT_SYMBOLS)
     if mode == "cyclic":

@@ -1,6 +1,6 @@
 """`generate`: the problems of one (i, j) cell, a pure function of (task, i, j, count, seed, variant).
 
-Tasks (paper-spec §2): "add", "sub", "mul" and "addsub" (each problem '+' or '-' with probability
+Tasks (docs/official-code.md §2): "add", "sub", "mul" and "addsub" (each problem '+' or '-' with probability
 1/2) take operands of exactly i and j digits; "sort" reads i as the max number of digits and j as
 the array length; "or" takes vector lengths i and j and has exactly min(i, j) distinct problems, all
 of which are returned (in one-hot order) when count >= min(i, j).

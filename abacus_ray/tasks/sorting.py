@@ -1,4 +1,4 @@
-"""Sorting (paper §4.3, A.2; spec §2.6): label each number, answer with the labels in ascending order.
+"""Sorting (paper §4.3, A.2; docs/official-code.md §2.6): label each number, answer with the labels in ascending order.
 
 A problem of cell (d, m) (d = max digits, m = array length) is
 

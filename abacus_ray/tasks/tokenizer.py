@@ -1,10 +1,10 @@
-"""Character tokenizers with the official code's ids (paper-spec §1).
+"""Character tokenizers with the official code's ids (docs/official-code.md §1).
 
 Three vocabularies exist because the paper's parameter counts (Table 3) depend on the vocabulary size:
 `pad` (19 ids: +, -, x, bitwise OR), `index` (121 ids: index hints) and `sort` (118 ids: sorting).
 Ids 0..3 are [PAD], [UNK], [BOS], [EOS]; digits '0'..'9' are ids 4..13 in all three, which is what
 the Abacus embedding keys on. A space is encoded as [PAD] (id 0), as in the official code, so random
-padding (spec §2.3) is visible to the model but never a loss target.
+padding (docs/official-code.md §2.3) is visible to the model but never a loss target.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ SPECIALS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 DIGIT_IDS = range(4, 14)  # '0'..'9' in every vocabulary
 FIRST_DIGIT_ID, LAST_DIGIT_ID = DIGIT_IDS.start, DIGIT_IDS.stop - 1
 
-# The 102 hint symbols of the official generator, in order (spec §1.3): A-Z, a-z without 'x',
+# The 102 hint symbols of the official generator, in order (docs/official-code.md §1.3): A-Z, a-z without 'x',
 # 25 punctuation marks, 26 Greek letters.
 HINT_SYMBOLS: tuple[str, ...] = tuple(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -30,7 +30,7 @@ ARITH_CHARS = "0123456789+-x= "  # ids 4..18; the space id (18) is never emitted
 SORT_CHARS = "0123456789D,:= "  # ids 4..18 in the sort vocabulary
 SORT_SEPARATORS = (",", ":", "=")
 # Sorting labels: the hint symbols minus the separators, so a label never reads as a comma or colon
-# (the official code allows that collision; spec §2.6). 'D' stays a label: it has its own id already.
+# (the official code allows that collision; docs/official-code.md §2.6). 'D' stays a label: it has its own id already.
 SORT_LABELS: tuple[str, ...] = tuple(s for s in HINT_SYMBOLS if s not in SORT_SEPARATORS)
 
 
@@ -51,7 +51,7 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of embedding rows, the never-emitted space id included (spec §1.1)."""
+        """Number of embedding rows, the never-emitted space id included (docs/official-code.md §1.1)."""
         return len(SPECIALS) + len(self.chars)
 
     @property

@@ -1,6 +1,6 @@
 """The training budget: device-hours, optional step and sample limits, and the fraction f spent.
 
-The paper controls everything by wall-clock time on one GPU (spec §6.3-6.4): the lr trapezoid, the
+The paper controls everything by wall-clock time on one GPU (docs/official-code.md §6.3-6.4): the lr trapezoid, the
 batch ramp and the stop all follow the fraction of a 24 h budget. We generalise that to
 device-hours (elapsed wall time x devices held: GPU-hours on GPUs, wall-hours x workers on CPU)
 and add two optional hardware-independent limits, optimiser steps and samples. The fraction that

@@ -1,4 +1,4 @@
-"""`train`: the budgeted, resumable, data-parallel training loop (paper-spec §4.13, §6).
+"""`train`: the budgeted, resumable, data-parallel training loop (docs/official-code.md §4.13, §6).
 
 One optimiser step = `accumulation_steps(batch, micro_batch x world)` micro-batches, each a forward
 and backward of the progressive loss divided by the accumulation count; then unscale, clip to 0.5
@@ -100,7 +100,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     if device.type == "cuda":
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
-        torch.set_float32_matmul_precision("high")  # TF32 where fp32 matmuls remain (spec §6.6)
+        torch.set_float32_matmul_precision("high")  # TF32 where fp32 matmuls remain (docs/official-code.md §6.6)
     rank, world = rank_and_world(process_group)
     root = Path(checkpoint_dir) if checkpoint_dir is not None else None
 

@@ -1,6 +1,6 @@
 """Next-token cross-entropy on the answer: which targets are scored and how they are averaged.
 
-Paper-spec §4.13. The target at position t (predicted from t-1) is scored iff it is not PAD and,
+Paper-docs/official-code.md §4.13. The target at position t (predicted from t-1) is scored iff it is not PAD and,
 with `mask_before_equals` (every paper run but Fig. 16), it lies after the `=`: the answer digits
 and the EOS. Reductions:
 * `mean`: token mean over the scored targets of the micro-batch (the default);

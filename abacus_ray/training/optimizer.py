@@ -1,4 +1,4 @@
-"""AdamW with the paper's two parameter groups (paper-spec §6.2).
+"""AdamW with the paper's two parameter groups (docs/official-code.md §6.2).
 
 The official code exempts from weight decay every parameter whose name contains "bias" or "norm"
 (its list also names `LayerNorm.weight`/`LayerNorm.bias`, which is why we match case-insensitively).

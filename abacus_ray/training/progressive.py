@@ -1,4 +1,4 @@
-"""Progressive loss: the recurrent model's truncated-BPTT training objective (paper-spec §4.13).
+"""Progressive loss: the recurrent model's truncated-BPTT training objective (docs/official-code.md §4.13).
 
 Per micro-batch the official code draws n ~ U{0..R-1} recurrences to run without gradient and then
 k ~ U{1..min(R-n, M)} with gradient (M = `max_backprop`, default max(R//2, 1)), and scores that one
@@ -80,7 +80,7 @@ def plan_calls(recurrences: int, limit: int, alpha: float, gen: torch.Generator,
 
 
 def depth_distribution(recurrences: int, limit: int) -> dict[tuple[int, int], Fraction]:
-    """Exact P(n, k) of `draw_depth` (the spec's table is derived from it)."""
+    """Exact P(n, k) of `draw_depth` (the table in docs/official-code.md §4.13 follows from it)."""
     dist = {}
     for n in range(recurrences):
         top = min(recurrences - n, limit)

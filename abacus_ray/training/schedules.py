@@ -1,8 +1,8 @@
 """The paper's budget-keyed schedules: the trapezoid learning rate and the batch-size ramp.
 
-Both are functions of the budget fraction f in [0, 1] only (paper-spec §6.3, §6.5). The official
+Both are functions of the budget fraction f in [0, 1] only (docs/official-code.md §6.3, §6.5). The official
 code turns f into an integer "fake step" out of 12 million and applies its formulas to that; we do the
-same, in the same floating-point order, so the quantised values match the spec's worked examples
+same, in the same floating-point order, so the quantised values match the official code's worked examples
 (e.g. micro-batch 512: f = 0.3 gives 4096, not 4608). Because they depend on f alone, a resumed run
 continues exactly the schedule it left.
 """
@@ -43,7 +43,7 @@ def ramped_batch_size(fraction: float, global_batch: int, micro_batch_eff: int, 
     """Batch size after an optimiser step: one effective micro-batch growing to `global_batch`.
 
     `micro_batch_eff` is the micro-batch times the world size. The ramp is linear over the first
-    `ramp` of the budget, quantised to multiples of `micro_batch_eff` (spec §6.5):
+    `ramp` of the budget, quantised to multiples of `micro_batch_eff` (docs/official-code.md §6.5):
     min(mbs * (floor(fake * (G / (12e6 * ramp)) / mbs) + 1), G). `ramp = 0` disables it (always G).
     """
     if micro_batch_eff < 1:

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import torch
 
-RANK_STRIDE = 10  # the official code offsets each rank's seeds by 10 * rank (spec §6.8)
+RANK_STRIDE = 10  # the official code offsets each rank's seeds by 10 * rank (docs/official-code.md §6.8)
 
 
 def seed_all(seed: int) -> None:
