@@ -10,7 +10,6 @@ import math
 import numbers
 
 import numpy as np
-
 import pytest
 
 from abacus_ray.cli import main

@@ -23,6 +23,7 @@ from dashboards.sample import make_sample
 from dashboards.site import sweep_file
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+pytestmark = pytest.mark.slow  # a real browser on a trained sample: `make test`, not `make test-fast`
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUN = "<script>alert('run')</script><b>bold</b> & co"
@@ -49,7 +50,7 @@ def site(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def browser(tmp_path_factory, playwright_api):
     profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh --user-data-dir
     with playwright_api.sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS,

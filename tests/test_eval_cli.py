@@ -35,6 +35,7 @@ def cli(*args) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_killed_eval_resumes_with_only_the_missing_cells(checkpoint, tmp_path):
     out = tmp_path / "results"
     args = ("eval", checkpoint, "--out", out, "--cells", "1-20x1-20", "--per-cell", "2", "--engine", "naive",
