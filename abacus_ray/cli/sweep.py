@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from abacus_ray.sweep import Sweep
+from abacus_ray.sweep import Sweep, Trial
 
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"  # the checkout's sweeps/ (editable install)
 _DECLARED: dict[str, Sweep] = {}  # sweeps handed over by a sweep file run as a script
@@ -90,7 +90,7 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     return p
 
 
-def expand(sweep: Sweep, args: argparse.Namespace) -> list:
+def expand(sweep: Sweep, args: argparse.Namespace) -> list[Trial]:
     """The sweep's trials under the parsed flags (validated; no Ray)."""
     from abacus_ray.config.dicts import parse_set
     from abacus_ray.evaluation.grids import resolve_grid_names
@@ -107,8 +107,6 @@ def expand(sweep: Sweep, args: argparse.Namespace) -> list:
             axes[flag.key] = [v.strip() for v in value.split(",") if v.strip()]
             if not axes[flag.key]:
                 raise ValueError(f"{flag.name}: no value in {value!r}; give one value or a comma list")
-    if args.grids:
-        resolve_grid_names(tuple(args.grids))
     trials = sweep.expand(args.preset, seeds=args.seeds, overrides=overrides, axes=axes,
                           grids=tuple(args.grids) if args.grids else None)
     if not trials:
@@ -117,7 +115,7 @@ def expand(sweep: Sweep, args: argparse.Namespace) -> list:
         if args.max_trials < 1:
             raise ValueError(f"--max-trials: must be >= 1, got {args.max_trials}")
         trials = trials[: args.max_trials]
-    for t in trials:
+    for t in trials:  # `--grid` values included: they are every trial's eval.grids
         resolve_grid_names(t.config.eval.grids)
     return trials
 
