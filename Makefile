@@ -6,10 +6,10 @@ STAMP   := $(VENV)/.installed
 # CPU machines pin the local CPU build of torch so pip never pulls a multi-GB CUDA wheel.
 HAS_CUDA := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 TORCH_CPU := torch==2.13.0
-# Ray binds loopback only and stays quiet (see docs/ray.md).
-export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+# Ray with token auth and no usage reporting. Nothing here stops a node from joining a cluster: the
+# embedded Ray's loopback-only settings live in abacus_ray/cluster/runtime.py and stay in that Ray.
 export RAY_USAGE_STATS_ENABLED=0
-export RAY_AUTH_MODE=disabled
+export RAY_AUTH_MODE=token
 
 DEMO    ?= results/demo
 RESULTS ?= $(DEMO)/fig10_k
@@ -40,12 +40,15 @@ endif
 	@echo "installed into $(VENV)"
 
 # The whole suite, browser tests included (browser-deps installs Playwright and Debian's chromium).
+# Two pytest-xdist workers, whole modules each (module fixtures run once), the longest modules first.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: install browser-deps
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
-# No Ray, no training beyond a few steps: the inner loop while editing (about a minute on 2 cores).
+# No Ray, no training beyond a few steps: the inner loop while editing (well under a minute on 2 cores).
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not ray and not slow"
+	$(PYTEST) -m "not ray and not slow"
 
 # The main job on an embedded local Ray (127.0.0.1): the tiny Fig. 10 sweep, trained through Tune +
 # Train, evaluated through Ray Data into Parquet.

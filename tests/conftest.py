@@ -1,17 +1,24 @@
 """Shared test settings: small thread counts so the suite behaves the same on 2-core CI machines,
-one embedded Ray per module, and a watch over every socket the suite's processes listen on.
+one embedded Ray per test process, and a watch over every socket the suite's processes listen on.
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks.census`: the suite's listener watch
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_AUTH_MODE", "token")  # as the product: every Ray the suite starts checks tokens
+# A Ray temp dir per test process (xdist workers run side by side): Rays on one host that share one
+# session directory clean up each other's files (issue 16). Short, for Ray's socket paths.
+RAY_TMPDIR = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+os.environ["RAY_TMPDIR"] = str(RAY_TMPDIR)
+atexit.register(shutil.rmtree, RAY_TMPDIR, ignore_errors=True)  # after every Ray of this process stopped
 
 import torch  # noqa: E402
 
@@ -20,23 +27,55 @@ torch.set_num_threads(min(2, os.cpu_count() or 1))
 import pytest  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    """An embedded local Ray on 127.0.0.1 with 2 CPUs and one fake GPU slot, shared across tests.
-
-    The fake GPU makes every Ray Data evaluation run a GPU pool beside the CPU pool; the GPU actor
-    falls back to the CPU because CUDA is absent. Tests that need their own cluster shut it down.
-    """
-    os.environ.pop("RAY_ADDRESS", None)
+@pytest.fixture(scope="session")
+def ray_session(request):
+    """A callable that makes sure the suite's embedded Ray runs (see `ray_local`); for wider fixtures."""
     import ray
 
     from abacus_ray.cluster import runtime
 
-    os.environ.setdefault("ABACUS_RAY_OBJECT_STORE_MB", "200")
-    runtime.init(num_cpus=2, num_gpus=1)  # the product's own embedded-Ray start-up (loopback only)
-    runtime.quiet_data_progress()
-    yield ray
-    ray.shutdown()  # free the cores for the rest of the suite
+    def ensure():
+        os.environ.pop("RAY_ADDRESS", None)
+        if not ray.is_initialized():
+            os.environ.setdefault("ABACUS_RAY_OBJECT_STORE_MB", "200")
+            runtime.init(num_cpus=2, num_gpus=1)  # the product's own embedded-Ray start-up (loopback only)
+            runtime.quiet_data_progress()
+        return ray
+
+    yield ensure
+    ray.shutdown()
+
+
+@pytest.fixture
+def ray_local(ray_session):
+    """An embedded local Ray on 127.0.0.1 with 2 CPUs and one fake GPU slot, shared by the session.
+
+    Started once per test process (each xdist worker has its own) by the first test that needs it,
+    and again only if a test stopped it to free the cores: Ray's start-up and shutdown cost seconds,
+    and the tests using it need no fresh cluster. Its processes are this process's descendants, so
+    the fault tests can find and kill a Train worker. The fake GPU makes every Ray Data evaluation run
+    a GPU pool beside the CPU pool; the GPU actor falls back to the CPU because CUDA is absent.
+    """
+    return ray_session()
+
+
+@pytest.fixture(autouse=True)
+def _same_working_dir():
+    """Put back the working directory: a sweep driver moves into its storage (`cli.leave_working_dir`)."""
+    cwd = os.getcwd()
+    yield
+    os.chdir(cwd)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Modules with Ray or slow tests first, so the longest work starts first on every xdist worker.
+
+    `make test` runs `--dist loadfile`: whole modules go to workers in this order, and starting the
+    long ones first keeps one worker from running a two-minute module alone at the end.
+    """
+    heavy = {item.module.__name__ for item in items
+             if item.get_closest_marker("slow") or item.get_closest_marker("ray")}
+    items.sort(key=lambda item: item.module.__name__ not in heavy)  # stable: order within a module kept
 
 
 class ListenerWatch:
@@ -71,7 +110,8 @@ class ListenerWatch:
 
 
 def pytest_sessionstart(session):
-    session.config._listener_watch = ListenerWatch().start()
+    if not hasattr(session.config, "workerinput"):  # the xdist controller's watch covers its workers' trees
+        session.config._listener_watch = ListenerWatch().start()
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -96,4 +136,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 # The bad-input tests' fixtures (tests/refusal.py), shared by test_bad_input*.py and test_untrusted.py.
-from refusal import bad_input_tally, ckpt, mul_ckpt, no_ray, unwritable, work  # noqa: E402, F401
+from refusal import bad_input_tally, ckpt, mul_ckpt, no_ray, pytest_configure, unwritable, work  # noqa: E402, F401

@@ -38,22 +38,38 @@ def tally(category: str, n: int = 1) -> None:
 
 
 class _TallyReport:
-    """Prints the tally at the end of the session (pytest's terminal summary, whatever `-s` says)."""
+    """Prints the tally at the end of the session (pytest's terminal summary, whatever `-s` says).
+
+    Under xdist each worker counts its own cases and hands them to the controller as `workeroutput`.
+    """
+
+    def __init__(self) -> None:
+        self.from_workers: Counter[str] = Counter()
+
+    def pytest_sessionfinish(self, session):
+        if hasattr(session.config, "workerinput"):
+            session.config.workeroutput["bad_input_tally"] = dict(TALLY)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        self.from_workers.update(getattr(node, "workeroutput", {}).get("bad_input_tally", {}))
 
     def pytest_terminal_summary(self, terminalreporter):
-        if not TALLY:
+        total = TALLY + self.from_workers
+        if not total:
             return
-        terminalreporter.write_sep("-", f"bad input: {sum(TALLY.values())} cases tried, each refused (one line "
+        terminalreporter.write_sep("-", f"bad input: {sum(total.values())} cases tried, each refused (one line "
                                         "naming the culprit, exit 2, nothing written) or, on dashboards, escaped")
-        for category, n in sorted(TALLY.items()):
+        for category, n in sorted(total.items()):
             terminalreporter.write_line(f"  {n:6d}  {category}")
 
 
+def pytest_configure(config):
+    config.pluginmanager.register(_TallyReport(), "abacus-ray-bad-input-tally")
+
+
 @pytest.fixture(scope="session", autouse=True)
-def bad_input_tally(request, tmp_path_factory):
-    name = "abacus-ray-bad-input-tally"
-    if not request.config.pluginmanager.has_plugin(name):
-        request.config.pluginmanager.register(_TallyReport(), name)
+def bad_input_tally(tmp_path_factory):
     yield TALLY
     (tmp_path_factory.getbasetemp() / "bad_input_tally.json").write_text(
         json.dumps({"total": sum(TALLY.values()), **dict(sorted(TALLY.items()))}, indent=2))
@@ -158,8 +174,12 @@ def no_ray(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("Ray was started for bad input")
 
+    def running() -> bool:
+        ray = sys.modules.get("ray")
+        return ray is not None and ray.is_initialized()
+
+    before = running()  # the suite's shared embedded Ray may already run (tests/conftest.py)
     monkeypatch.setattr(runtime, "init", refuse)
     yield
-    ray = sys.modules.get("ray")
-    assert ray is None or not ray.is_initialized()
+    assert before or not running(), "Ray was started for bad input"
 

@@ -1,6 +1,7 @@
 """The main job through Ray Train: tiny Fig. 10 trials as TorchTrainers, resume, grid eval, eval-100plus."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -22,12 +23,16 @@ ARGS = ["--preset", "tiny", "--max-trials", "2", "--set", "train.max_steps=20", 
 
 
 @pytest.fixture(scope="module")
-def fig10_run(tmp_path_factory, request):
-    request.getfixturevalue("ray_local")
+def fig10_run(tmp_path_factory, ray_session):
+    ray_session()
     from abacus_ray.cli.sweep import main
 
     storage = tmp_path_factory.mktemp("fig10")
-    assert main(_fig10(), [*ARGS, "--storage", str(storage)]) == 0
+    cwd = os.getcwd()
+    try:
+        assert main(_fig10(), [*ARGS, "--storage", str(storage)]) == 0
+    finally:
+        os.chdir(cwd)  # the driver moved into its storage (`cli.leave_working_dir`)
     return storage / "fig10_k"
 
 

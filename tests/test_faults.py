@@ -141,20 +141,6 @@ TRIAL_OVERRIDES = {"train.max_steps": TRIAL_STEPS, "train.budget_hours": 1000.0,
                    "train.checkpoint_every_min": 0.04, "train.report_every_s": 0.25, "seed": 3}
 
 
-@pytest.fixture
-def local_ray():
-    """An embedded local Ray started by this process (so its workers are our descendants), for one test."""
-    os.environ.pop("RAY_ADDRESS", None)
-    import ray
-
-    from abacus_ray.cluster import runtime
-
-    runtime.init(num_cpus=2)
-    runtime.quiet_data_progress()
-    yield ray
-    ray.shutdown()  # free the cores for the subprocess tests below
-
-
 class WorkerKiller(threading.Thread):
     """SIGKILL the trial's `RayTrainWorker` once Tune has a report past its first checkpoint.
 
@@ -216,7 +202,7 @@ def sessions(reports: list[dict]) -> list[list[dict]]:
 
 
 @pytest.mark.ray
-def test_killed_train_worker_resumes_from_its_last_checkpoint(local_ray, tmp_path):
+def test_killed_train_worker_resumes_from_its_last_checkpoint(ray_local, tmp_path):
     from abacus_ray.cluster.driver import train_all
     from abacus_ray.model.checkpoint import load_weights_file
     from abacus_ray.sweep import single

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -68,10 +69,35 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
 
 
 def error_text(e: BaseException) -> str:
-    """One line naming the culprit: OS errors as `PATH: reason` rather than `[Errno N] reason: 'PATH'`."""
+    """One line naming the culprit: OS errors as `PATH: reason` rather than `[Errno N] reason: 'PATH'`.
+
+    An OS error that carries no path (`os.getcwd()` after the working directory was deleted, a
+    library's bare `OSError`) is named by the call that raised it and, when that is the case, by the
+    working directory that no longer exists.
+    """
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         return one_line(f"{e.filename}: {e.strerror}")
+    if isinstance(e, OSError):
+        frames = traceback.extract_tb(e.__traceback__)
+        where = f"{frames[-1].name}() in {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+        try:
+            os.getcwd()
+            cwd = ""
+        except OSError:
+            cwd = f"; the working directory {os.environ.get('PWD', '')!r} no longer exists".replace(" ''", "")
+        return one_line(f"{e.strerror or e} (no path given; raised by {where}{cwd})")
     return one_line(str(e)) or type(e).__name__
+
+
+def leave_working_dir(directory: Path) -> None:
+    """Make `directory` (ours, absolute) the working directory of a long-running driver.
+
+    Under `ray job submit` the driver starts in the job's unpacked `working_dir`, which Ray owns and
+    may delete while the job runs (seen on several nodes sharing one temp dir); code that calls
+    `os.getcwd()` later (Tune's result listing does) would then fail. Modules are imported by then.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chdir(directory)
 
 
 def check_output_dir(path: str | Path, flag: str) -> Path:

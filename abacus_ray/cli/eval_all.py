@@ -46,7 +46,7 @@ def handler(args: argparse.Namespace) -> int:
     """Everything is checked before Ray starts: flags, grids, every checkpoint loaded once weights-only and
     hash-checked (a foreign, truncated or wrong-architecture file is refused naming it, not inside an
     evaluator actor), and the work planned (which checks every cell against its model's Abacus table)."""
-    from abacus_ray.cli import check_output_dir
+    from abacus_ray.cli import check_output_dir, leave_working_dir
     from abacus_ray.config import EvalConfig
     from abacus_ray.config.dicts import with_overrides
     from abacus_ray.evaluation.grids import resolve_grid_names
@@ -59,10 +59,10 @@ def handler(args: argparse.Namespace) -> int:
     eval_cfg = with_overrides(EvalConfig(), overrides)
     if args.num_cpus is not None and args.num_cpus < 1:
         raise ValueError(f"--num-cpus: must be >= 1, got {args.num_cpus}")
-    models = find_models(args.results)
+    models = [m.resolve() for m in find_models(args.results)]
     if not models:
         raise ValueError(f"RESULTS: no checkpoints under {args.results}")
-    out = check_output_dir(args.out or args.results / "results", "--out")
+    out = check_output_dir(args.out or args.results / "results", "--out").resolve()
     done_keys(out)  # a foreign or unreadable results directory is refused here, not after the cluster starts
     for path in models:  # costs one load per model (seconds), small beside scoring it
         load_checkpoint(path, map_location="cpu")
@@ -71,6 +71,7 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.cluster import runtime
     from abacus_ray.cluster.grid_eval import evaluate_on_ray
 
+    leave_working_dir(out)  # nothing below depends on the job's working directory
     runtime.init(args.address, num_cpus=args.num_cpus)
     runtime.quiet_data_progress()
     report = evaluate_on_ray(work, eval_cfg, out)

@@ -121,7 +121,7 @@ def expand(sweep: Sweep, args: argparse.Namespace) -> list[Trial]:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.cli import check_output_dir, parse_args
+    from abacus_ray.cli import check_output_dir, leave_working_dir, parse_args
 
     sweep = load_sweep(args.sweep)
     parsed = parse_args(build_parser(sweep), args.flags)
@@ -140,7 +140,9 @@ def handler(args: argparse.Namespace) -> int:
         check_output_dir(parsed.storage, "--storage")
     from abacus_ray.cluster.driver import run_sweep
 
-    root = run_sweep(sweep.name, parsed.preset, trials, storage=Path(parsed.storage), address=parsed.address,
+    storage = Path(parsed.storage).resolve()
+    leave_working_dir(storage)
+    root = run_sweep(sweep.name, parsed.preset, trials, storage=storage, address=parsed.address,
                      evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
                      eval_recurrences=sweep.eval_recurrences_for(parsed.preset))
     if not parsed.no_dashboard and (root / "results").exists():

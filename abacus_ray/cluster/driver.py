@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
+from abacus_ray.cluster.placement import DRIVER_CPU, PendingWatch, max_concurrency, worker_bundle
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
@@ -30,34 +30,15 @@ from abacus_ray.evaluation.plan import Source, plan_items
 from abacus_ray.model.checkpoint import latest_checkpoint
 from abacus_ray.sweep import Trial
 
-DRIVER_CPU = 0.01  # a trial's driver must not hold a whole CPU, or 2 trials on 2 cores starve their workers
+MAX_TRIAL_FAILURES = 3  # a trial whose driver died (its node lost) restarts, resuming its Train run
 
 
 def trial_resources(cfg: ExperimentConfig) -> tune.PlacementGroupFactory:
     """What the Tune trial itself holds: a TorchTrainer trial's driver only waits on its workers (their
     placement group is Ray Train's); a `function` trial is the worker."""
-    cl = cfg.cluster
-    if cl.trainer == "torch":
+    if cfg.cluster.trainer == "torch":
         return tune.PlacementGroupFactory([{"CPU": DRIVER_CPU}])
-    return tune.PlacementGroupFactory([{"CPU": cl.cpus_per_worker} | ({"GPU": cl.gpus_per_worker} if cl.use_gpu else {})])
-
-
-def max_concurrency(configs: Sequence[ExperimentConfig]) -> int:
-    """How many trials fit the cluster at once, from each trial's own workers' CPU and GPU needs (the
-    largest trial decides, so any mix of running trials fits)."""
-    cpus, gpus = runtime.cluster_cpus_gpus()
-    fit = len(configs)
-    for cfg in configs:
-        cl = cfg.cluster
-        n = math.floor(cpus / (cl.workers * cl.cpus_per_worker) + 1e-9)
-        if cl.use_gpu:
-            n = min(n, math.floor(gpus / (cl.workers * cl.gpus_per_worker) + 1e-9))
-        if n < 1:
-            raise ValueError(f"cluster: trial {cfg.name} needs {cl.workers} workers x {cl.cpus_per_worker} CPU"
-                             f"{f' + {cl.gpus_per_worker} GPU' if cl.use_gpu else ''}, but the cluster has "
-                             f"{cpus:g} CPUs and {gpus:g} GPUs")
-        fit = min(fit, n)
-    return fit
+    return tune.PlacementGroupFactory([worker_bundle(cfg.cluster)])
 
 
 def _check_same_sweep(root: Path, spec: dict[str, Any]) -> None:
@@ -98,9 +79,15 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path) 
             param_space={k: tune.choice(v) for k, v in choices.items()},
             tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
                 points_to_evaluate=points, max_concurrent=max_concurrency(list(by_name.values())))),
-            run_config=tune.RunConfig(name="tune", storage_path=str(root), verbose=1),
+            run_config=tune.RunConfig(name="tune", storage_path=str(root), verbose=1,
+                                      failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES)),
         )
-    grid = tuner.fit()
+    watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
+    watch.start()
+    try:
+        grid = tuner.fit()
+    finally:
+        watch.stop()
     finished, failed = [], []
     for result in grid:
         run_name = result.config["run"]
@@ -132,6 +119,7 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
         resolve_grid_names(t.config.eval.grids)
     runtime.init(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
+    max_concurrency([t.config for t in trials])  # fail now, not after a silent wait, if a trial can never fit
     finished = train_all(name, preset_name, trials, root)
     if evaluate and finished:
         groups: dict[Any, list[Source]] = {}

@@ -23,6 +23,7 @@ import pyarrow as pa
 import ray
 import ray.data
 
+from abacus_ray.cluster.placement import eval_pools
 from abacus_ray.config import EvalConfig
 from abacus_ray.evaluation.grids import Cell
 from abacus_ray.evaluation.plan import WorkPlan
@@ -39,7 +40,7 @@ class GridEvalReport:
     cells: int = 0
     skipped: int = 0
     parts: list[str] = field(default_factory=list)
-    workers: dict[str, int] = field(default_factory=dict)  # "pool:host:pid" -> cells scored
+    workers: dict[str, int] = field(default_factory=dict)  # "pool:host:node:pid" -> cells scored
     seconds: float = 0.0
 
 
@@ -55,7 +56,9 @@ class CellEvaluator:
         self.device = torch.device("cuda" if pool == "gpu" and torch.cuda.is_available() else "cpu")
         self.eval_cfg = eval_cfg
         self.models: OrderedDict[str, Any] = OrderedDict()
-        self.worker = f"{pool}:{socket.gethostname()}:{os.getpid()}"
+        # RAY: which node (one host can hold several); outside Ray (a direct call) there is none
+        node = ray.get_runtime_context().get_node_id()[:8] if ray.is_initialized() else "-"
+        self.worker = f"{pool}:{socket.gethostname()}:{node}:{os.getpid()}"
 
     def _load(self, path: str):
         if path in self.models:
@@ -77,17 +80,6 @@ class CellEvaluator:
         return rows_table(rows)
 
 
-def _pools(n_items: int, cpu_actors: int | None, gpu_actors: int | None) -> tuple[int, int]:
-    """(GPU actors, CPU actors): by default one per GPU and one per remaining CPU; never more than items."""
-    res = ray.cluster_resources()
-    g = int(res.get("GPU", 0)) if gpu_actors is None else gpu_actors
-    c = max(0, int(res.get("CPU", 1)) - g) if cpu_actors is None else cpu_actors
-    if g + c == 0:
-        c = 1
-    g = min(g, n_items)
-    return g, min(c, n_items - g)
-
-
 def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *, cpu_actors: int | None = None,
                     gpu_actors: int | None = None, progress: bool = True) -> GridEvalReport:
     """Score the planned work items (`evaluation.plan.plan_items`, made before Ray starts, so bad input
@@ -101,7 +93,7 @@ def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *
         if progress:
             print(f"grid eval: nothing to do ({skipped} cells already present)", file=sys.stderr)
         return report
-    n_gpu, n_cpu = _pools(len(items), cpu_actors, gpu_actors)
+    n_gpu, n_cpu = eval_pools(len(items), cpu_actors, gpu_actors)
     # Static split by expected speed; inside each pool actors pull items dynamically.
     share = n_gpu * GPU_SPEEDUP / (n_gpu * GPU_SPEEDUP + n_cpu) if n_gpu else 0.0
     k = round(len(items) * share)

@@ -1,29 +1,44 @@
-"""Connecting to Ray: an embedded local Ray on 127.0.0.1, or an existing cluster.
+"""Connecting to Ray: an embedded local Ray on 127.0.0.1, or an existing cluster, always with token auth.
 
-Ray 2.60 binds `*:port` on the machine's external address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
-makes the node IP 127.0.0.1; it enables token auth by default (the `ray job` CLI then needs matching
-tokens); and it reports usage stats. These variables must be set before `import ray`, and the
-processes Ray spawns inherit them. On a real multi-node cluster, start the head with
-`ray start --head --node-ip-address <lan ip>` and set RAY_AUTH_MODE to what the cluster uses.
+Two kinds of settings, kept apart so that nothing meant for the embedded Ray reaches a cluster:
+
+- `CLUSTER_ENV`, set (unless the user chose otherwise) for every Ray this package talks to: token
+  authentication on (Ray's `RAY_AUTH_MODE=token`; a cluster without it runs any job from anyone who
+  can reach its dashboard port), no usage reporting, deduplicated logs.
+- `EMBEDDED_ENV`, only while starting the embedded single-node Ray: every port on loopback
+  (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`, which would also stop other nodes from joining, so it never
+  leaves this function) and Train settings for a laptop. Ray's processes inherit them when they are
+  spawned; the driver's own environment is restored afterwards, so a `ray start` run from the same
+  process (a test's cluster, a user's script) gets none of them.
+
+The embedded Ray needs a token like any cluster: Ray's own sources first (`RAY_AUTH_TOKEN`,
+`RAY_AUTH_TOKEN_PATH`, `~/.ray/auth_token`), else a fresh random one for this process only, kept in its
+environment and written nowhere. Clusters: README, "On a Ray cluster".
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
 
-LOCAL_ENV = {
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # node IP 127.0.0.1: every port on loopback
+CLUSTER_ENV = {
+    "RAY_AUTH_MODE": "token",  # the head, every node and every client must use the same mode and token
     "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_AUTH_MODE": "disabled",  # the head and the `ray job` client must agree; local default: off
     "RAY_DEDUP_LOGS": "1",
 }
-# Only for the embedded local Ray (inherited by every process it spawns): a laptop is never drained
-# or preempted, so the Train V2 preemption-watcher actor (one more process importing ray) is skipped,
-# and the controller polls its workers every 0.25 s instead of 2 s, so a finished trial ends sooner.
-# A long-lived embedded Ray (a driver running sweep after sweep) must not grow: no Prometheus metrics
-# (the dashboard agent kept series for every finished worker, ~2.6 MB per sweep round in
-# benchmarks/soak.py), and the GCS keeps a bounded history of finished tasks and dead actors.
+# Only for the embedded local Ray (inherited by every process it spawns). Loopback: with this variable
+# at 0, Ray takes 127.0.0.1 as the node's address and binds its GCS, raylet, agents and workers there
+# (measured: without it they listen on `::`). A laptop is never drained or preempted, so the Train V2
+# preemption-watcher actor (one more process importing ray) is skipped, and the controller polls its
+# workers every 0.25 s instead of 2 s, so a finished trial ends sooner. A long-lived embedded Ray (a
+# driver running sweep after sweep) must not grow: no Prometheus metrics (the dashboard agent kept
+# series for every finished worker, ~2.6 MB per sweep round in benchmarks/soak.py), and the GCS keeps a
+# bounded history of finished tasks and dead actors.
 EMBEDDED_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25",
     "RAY_enable_metrics_collection": "0",
@@ -33,9 +48,46 @@ EMBEDDED_ENV = {
 
 
 def configure_environment() -> None:
-    """Set the loopback/auth/usage defaults unless the user already chose otherwise."""
-    for key, value in LOCAL_ENV.items():
+    """Token auth, no usage stats, deduplicated logs, unless the user already chose otherwise."""
+    for key, value in CLUSTER_ENV.items():
         os.environ.setdefault(key, value)
+
+
+def ensure_token() -> None:
+    """Give this process a token if token auth is on and Ray would find none (a fresh random one)."""
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    if (Path.home() / ".ray" / "auth_token").is_file():
+        return
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # 256 bits, as Ray's own generator
+
+
+@contextlib.contextmanager
+def _embedded_settings() -> Iterator[None]:
+    """`EMBEDDED_ENV` in the environment while Ray spawns its processes; the caller's restored after.
+
+    The loopback switch is also read once, at `import ray`, into `ray_constants.ENABLE_RAY_CLUSTER`,
+    which decides the address Ray binds; the driver has usually imported Ray already, so that value
+    is set here too (a private constant: `tests/test_network.py` fails if Ray stops honouring it).
+    """
+    import ray._private.ray_constants as ray_constants
+
+    saved = {key: os.environ.get(key) for key in EMBEDDED_ENV}
+    saved_flag = ray_constants.ENABLE_RAY_CLUSTER
+    for key, value in EMBEDDED_ENV.items():
+        os.environ.setdefault(key, value)
+    ray_constants.ENABLE_RAY_CLUSTER = os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] != "0"
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: int | None = None,
@@ -51,19 +103,19 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
         return "existing"
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address and address != "local":
-        ray.init(address=address, log_to_driver=not quiet)
+        ray.init(address=address, log_to_driver=not quiet)  # the cluster's token: README, "On a Ray cluster"
         return address
-    for key, value in EMBEDDED_ENV.items():
-        os.environ.setdefault(key, value)
-    ray.init(
-        address="local",
-        num_cpus=num_cpus,
-        num_gpus=num_gpus,
-        include_dashboard=False,
-        object_store_memory=int(os.environ.get("ABACUS_RAY_OBJECT_STORE_MB", "300")) * 1024**2,
-        log_to_driver=not quiet,
-        _node_ip_address="127.0.0.1",
-    )
+    ensure_token()
+    with _embedded_settings():
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            include_dashboard=False,
+            object_store_memory=int(os.environ.get("ABACUS_RAY_OBJECT_STORE_MB", "300")) * 1024**2,
+            log_to_driver=not quiet,
+            _node_ip_address="127.0.0.1",
+        )
     return "local"
 
 
@@ -72,13 +124,6 @@ def shutdown() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
-
-
-def cluster_cpus_gpus() -> tuple[float, float]:
-    import ray
-
-    res = ray.cluster_resources()
-    return float(res.get("CPU", 0.0)), float(res.get("GPU", 0.0))
 
 
 def quiet_data_progress() -> None:

@@ -24,6 +24,7 @@ from ray.train import Checkpoint, CheckpointConfig, FailureConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 from ray.tune.integration.ray_train import TuneReportCallback
 
+from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.cluster.rendezvous import LoopbackTorchConfig
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.training.loop import train
@@ -85,12 +86,13 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], stor
     if cl.trainer == "function":
         _train_in_trial(cfg)
         return
-    per_worker = {"CPU": cl.cpus_per_worker} | ({"GPU": cl.gpus_per_worker} if cl.use_gpu else {})
+    per_worker = worker_bundle(cl)
     trainer = TorchTrainer(  # RAY: one Train run per trial; DDP over `workers` (gloo on CPU, nccl on GPU)
         train_worker,
         train_loop_config={"experiment": cfg},
         torch_config=LoopbackTorchConfig(),  # RAY: process group via a FileStore when on one node (no listener)
-        scaling_config=ScalingConfig(num_workers=cl.workers, use_gpu=cl.use_gpu, resources_per_worker=per_worker),
+        scaling_config=ScalingConfig(num_workers=cl.workers, use_gpu=cl.use_gpu, resources_per_worker=per_worker,
+                                     placement_strategy=cl.placement),
         run_config=ray.train.RunConfig(
             name=f"train-{tune.get_context().get_trial_id()}",  # stable across Tuner.restore
             storage_path=storage,

@@ -70,7 +70,7 @@ _CORE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("precision", pa.string()),
     ("seconds", pa.float64()),
     ("device", pa.string()),
-    ("worker", pa.string()),  # which evaluator produced the row ("pool:host:pid" under Ray Data), optional
+    ("worker", pa.string()),  # which evaluator produced the row ("pool:host:node:pid" under Ray Data; node = the first 8 hex digits of the Ray node id), optional
     ("evaluated_at", pa.string()),  # ISO-8601 UTC
 ]
 CORE_COLUMNS = tuple(name for name, _ in _CORE_FIELDS)

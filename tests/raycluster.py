@@ -1,0 +1,162 @@
+"""Real `ray start` clusters for the tests: a head and worker nodes as separate raylets, token auth on.
+
+Every node runs `ray start --block` as a child of the test process (so killing a node is killing one
+process tree, and nothing outlives the test), has its own `--temp-dir` (nodes on one host that share
+a session directory delete each other's runtime-env files: issue 16), and checks the cluster's token.
+A cluster of several nodes runs inside a network namespace that has only a loopback interface
+(`unshare -n`, root): Ray binds `*:port` on multi-node clusters, and there nothing is reachable from
+outside. The clients (`ray job submit`, state queries) enter the same namespace with `nsenter`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+RAY = Path(sys.executable).with_name("ray")
+# Settings only the embedded Ray may have (one stops other nodes from joining) or that would pick
+# another token than the cluster's.
+NOT_FOR_CLUSTERS = ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_TOKEN", "RAY_TMPDIR",
+                    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S")
+
+
+def cluster_env(token_file: Path, **extra: str) -> dict[str, str]:
+    """The environment of every node and client of a test cluster, as the README tells a user: token
+    auth with one token file, the venv's `python` and `ray` first on PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_FOR_CLUSTERS}
+    return env | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_file), "RAY_USAGE_STATS_ENABLED": "0",
+                  "PATH": f"{RAY.parent}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"} | extra
+
+
+def new_token(directory: Path) -> Path:
+    path = directory / "ray-token"
+    path.write_text(secrets.token_hex(32))
+    path.chmod(0o600)
+    return path
+
+
+class Namespace:
+    """A network namespace with only `lo`, held open by a sleeping process; `wrap` runs a command in it."""
+
+    def __init__(self) -> None:
+        self.holder = subprocess.Popen(["unshare", "-n", "sh", "-c", "ip link set lo up && exec sleep 86400"])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            out = subprocess.run(self.wrap(["ip", "-o", "link", "show", "lo"]), capture_output=True, text=True)
+            if "UP" in out.stdout.split("link/")[0]:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("loopback did not come up in the test network namespace")
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        return ["nsenter", "-t", str(self.holder.pid), "-n", "--", *cmd]
+
+    def close(self) -> None:
+        self.holder.kill()
+        self.holder.wait()
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL a process and every descendant (a node: `ray start --block`, raylet, agents, workers)."""
+    try:
+        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        family = []
+    for p in family:
+        with contextlib.suppress(psutil.Error):
+            p.send_signal(signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=30)
+
+
+class Cluster:
+    """A head and named worker nodes, each `ray start --block` in `namespace` (or on loopback)."""
+
+    GCS_PORT, DASHBOARD_PORT = 6379, 8265
+
+    def __init__(self, work: Path, namespace: Namespace | None = None, gcs_port: int | None = None,
+                 dashboard_port: int | None = None) -> None:
+        self.work, self.ns = work, namespace
+        self.token = new_token(work)
+        self.env = cluster_env(self.token)
+        self.gcs_port = gcs_port or self.GCS_PORT
+        self.dashboard_port = dashboard_port or self.DASHBOARD_PORT
+        self.nodes: dict[str, subprocess.Popen] = {}
+        self.temp_dirs: list[Path] = []
+        self.logs: dict[str, Path] = {}
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        return self.ns.wrap(cmd) if self.ns else cmd
+
+    def _start(self, name: str, args: list[str]) -> None:
+        temp = Path(tempfile.mkdtemp(prefix=f"r{name[:3]}-", dir="/tmp"))  # short: Ray's socket paths
+        self.temp_dirs.append(temp)
+        log = self.logs[name] = self.work / f"{name}.log"
+        with open(log, "wb") as fh:
+            self.nodes[name] = subprocess.Popen(
+                self.wrap([str(RAY), "start", "--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp}",
+                           "--disable-usage-stats", *args]),
+                env=self.env, stdout=fh, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in log.read_text(errors="replace"):
+            if self.nodes[name].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"node {name} did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.2)
+
+    def start_head(self, num_cpus: int = 1, **kw: str) -> Cluster:
+        self._start("head", ["--head", f"--port={self.gcs_port}", f"--num-cpus={num_cpus}", "--include-dashboard=true",
+                             "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}"])
+        return self
+
+    def add_node(self, name: str, num_cpus: int, num_gpus: int = 0, resources: dict[str, float] | None = None) -> None:
+        args = [f"--address=127.0.0.1:{self.gcs_port}", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}"]
+        if resources:
+            args.append(f"--resources={json.dumps(resources)}")
+        self._start(name, args)
+
+    def kill_node(self, name: str) -> None:
+        kill_tree(self.nodes.pop(name))
+
+    def run(self, cmd: list[str], timeout: float = 600, env: dict[str, str] | None = None,
+            **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(self.wrap(cmd), env=env or self.env, capture_output=True, text=True, timeout=timeout,
+                              cwd=ROOT, **kw)
+
+    def submit(self, args: list[str], timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """`ray job submit --working-dir <repo> -- ARGS`, retried while the head's job agent registers."""
+        cmd = [str(RAY), "job", "submit", "--address", self.dashboard, "--working-dir", str(ROOT), "--", *args]
+        for _ in range(60):
+            out = self.run(cmd, timeout=timeout, env=env)
+            if "No available agent" not in out.stdout + out.stderr:
+                return out
+            time.sleep(1)
+        return out
+
+    def query(self, code: str) -> object:
+        """Run Python `code` (which prints JSON) as a client of this cluster; returns the parsed value."""
+        out = self.run([sys.executable, "-c", f"import ray; ray.init(address='127.0.0.1:{self.gcs_port}', "
+                        f"log_to_driver=False)\n{code}"], timeout=120)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    def stop(self) -> None:
+        for name in [n for n in self.nodes if n != "head"] + (["head"] if "head" in self.nodes else []):
+            self.kill_node(name)
+        for temp in self.temp_dirs:
+            shutil.rmtree(temp, ignore_errors=True)
