@@ -142,7 +142,11 @@ class Cluster:
         """`ray job submit --working-dir <repo> -- ARGS`, retried while the head's job agent registers."""
         cmd = [str(RAY), "job", "submit", "--address", self.dashboard, "--working-dir", str(ROOT), "--", *args]
         for _ in range(60):
-            out = self.run(cmd, timeout=timeout, env=env)
+            try:
+                out = self.run(cmd, timeout=timeout, env=env)
+            except subprocess.TimeoutExpired as e:  # say what the job was doing, not just that it hung
+                text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+                raise AssertionError(f"job {args} still running after {timeout:.0f}s:\n{text[-4000:]}") from None
             if "No available agent" not in out.stdout + out.stderr:
                 return out
             time.sleep(1)

@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import ray
 import ray.data
+import ray.exceptions
 
 from abacus_ray.cluster.placement import eval_pools
 from abacus_ray.config import EvalConfig
@@ -32,6 +33,7 @@ from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.model.checkpoint import load_checkpoint
 
 GPU_SPEEDUP = 20.0  # assumed items/s of a GPU actor relative to a CPU actor, for the static split
+ATTEMPTS = 3  # Ray Data runs of one evaluation: the first, then after lost nodes
 
 
 @dataclass
@@ -80,19 +82,8 @@ class CellEvaluator:
         return rows_table(rows)
 
 
-def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *, cpu_actors: int | None = None,
-                    gpu_actors: int | None = None, progress: bool = True) -> GridEvalReport:
-    """Score the planned work items (`evaluation.plan.plan_items`, made before Ray starts, so bad input
-    costs no cluster time) into `out_dir` (Parquet parts)."""
-    out_dir = Path(out_dir)
-    t0 = time.monotonic()
-    items, n_cells, skipped = work.items, work.cells, work.skipped
-    report = GridEvalReport(items=len(items), cells=n_cells, skipped=skipped)
-    if not items:
-        report.seconds = time.monotonic() - t0
-        if progress:
-            print(f"grid eval: nothing to do ({skipped} cells already present)", file=sys.stderr)
-        return report
+def _datasets(items: list[dict[str, Any]], eval_cfg: EvalConfig, cpu_actors: int | None, gpu_actors: int | None):
+    """The items as one Ray Data pipeline: a GPU actor pool and a CPU actor pool sized to the live nodes."""
     n_gpu, n_cpu = eval_pools(len(items), cpu_actors, gpu_actors)
     # Static split by expected speed; inside each pool actors pull items dynamically.
     share = n_gpu * GPU_SPEEDUP / (n_gpu * GPU_SPEEDUP + n_cpu) if n_gpu else 0.0
@@ -103,29 +94,75 @@ def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *
     order = sorted(range(len(items)), key=lambda t: (t * 7919) % len(items))
     gpu_items = [items[t] for t in order[:k]]
     cpu_items = [items[t] for t in order[k:]]
+    # An actor is not restarted (max_restarts=0): on a lost node it could only wait for resources that
+    # are gone. Its items fail instead, and `evaluate_on_ray` runs what is missing on the nodes left.
     outputs = []
     if gpu_items:
         outputs.append(ray.data.from_items(gpu_items, override_num_blocks=len(gpu_items)).map_batches(
             CellEvaluator, fn_constructor_args=("gpu", eval_cfg), batch_size=1, batch_format="pyarrow",
-            num_gpus=1, num_cpus=0, compute=ray.data.ActorPoolStrategy(size=n_gpu)))  # RAY: GPU pool
+            num_gpus=1, num_cpus=0, max_restarts=0,
+            compute=ray.data.ActorPoolStrategy(size=n_gpu)))  # RAY: GPU pool
     if cpu_items:
         outputs.append(ray.data.from_items(cpu_items, override_num_blocks=len(cpu_items)).map_batches(
             CellEvaluator, fn_constructor_args=("cpu", eval_cfg), batch_size=1, batch_format="pyarrow",
-            num_cpus=1, compute=ray.data.ActorPoolStrategy(size=max(n_cpu, 1))))  # RAY: CPU pool
-    ds = outputs[0] if len(outputs) == 1 else outputs[0].union(*outputs[1:])
-    done = 0
-    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):  # RAY: stream results back
-        if block.num_rows == 0:
-            continue
-        report.parts.append(str(write_part(out_dir, block)))
-        for w in block.column("worker").to_pylist():
-            report.workers[w] = report.workers.get(w, 0) + 1
-        done += block.num_rows
+            num_cpus=1, max_restarts=0,
+            compute=ray.data.ActorPoolStrategy(size=max(n_cpu, 1))))  # RAY: CPU pool
+    return outputs[0] if len(outputs) == 1 else outputs[0].union(*outputs[1:])
+
+
+def _left(items: list[dict[str, Any]], done: set[tuple]) -> list[dict[str, Any]]:
+    """The items with their scored cells removed (items left empty are dropped)."""
+    out = []
+    for item in items:
+        keep = [t for t, cell in enumerate(zip(item["task"], item["i"], item["j"], strict=True))
+                if (item["checkpoint"], *cell) not in done]
+        if keep:
+            out.append(item | {name: [item[name][t] for t in keep] for name in ("task", "i", "j")})
+    return out
+
+
+def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *, cpu_actors: int | None = None,
+                    gpu_actors: int | None = None, progress: bool = True) -> GridEvalReport:
+    """Score the planned work items (`evaluation.plan.plan_items`, made before Ray starts, so bad input
+    costs no cluster time) into `out_dir` (Parquet parts).
+
+    Fault tolerant: if a node is lost mid-run (its actors die, their items fail), the items' cells not
+    yet written are run again on the nodes that are left, up to `ATTEMPTS` times; every cell is
+    written exactly once.
+    """
+    out_dir = Path(out_dir)
+    t0 = time.monotonic()
+    items, n_cells, skipped = work.items, work.cells, work.skipped
+    report = GridEvalReport(items=len(items), cells=n_cells, skipped=skipped)
+    if not items:
+        report.seconds = time.monotonic() - t0
         if progress:
-            el = time.monotonic() - t0
-            eta = el / done * (n_cells - done) if done else float("nan")
-            print(f"\rgrid eval: {done}/{n_cells} cells, {el:.0f}s elapsed, ETA {eta:.0f}s", end="",
-                  file=sys.stderr, flush=True)
+            print(f"grid eval: nothing to do ({skipped} cells already present)", file=sys.stderr)
+        return report
+    done_cells: set[tuple] = set()
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            ds = _datasets(items, eval_cfg, cpu_actors, gpu_actors)
+            for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):  # RAY: stream results back
+                if block.num_rows == 0:
+                    continue
+                report.parts.append(str(write_part(out_dir, block)))
+                cols = [block.column(c).to_pylist() for c in ("checkpoint", "task", "i", "j")]
+                done_cells.update(zip(*cols, strict=True))
+                for w in block.column("worker").to_pylist():
+                    report.workers[w] = report.workers.get(w, 0) + 1
+                if progress:
+                    el, done = time.monotonic() - t0, len(done_cells)
+                    eta = el / done * (n_cells - done) if done else float("nan")
+                    print(f"\rgrid eval: {done}/{n_cells} cells, {el:.0f}s elapsed, ETA {eta:.0f}s", end="",
+                          file=sys.stderr, flush=True)
+            break
+        except (ray.exceptions.RayError, ray.exceptions.RaySystemError) as e:  # RAY: an actor or node lost
+            items = _left(items, done_cells)
+            if attempt == ATTEMPTS or not items:
+                raise
+            print(f"\ngrid eval: {type(e).__name__} (a node or actor lost?); running the {sum(len(t['i']) for t in items)} "
+                  f"missing cells again on the nodes left (attempt {attempt + 1} of {ATTEMPTS})", file=sys.stderr)
     if progress:
         print(file=sys.stderr)
     report.seconds = time.monotonic() - t0

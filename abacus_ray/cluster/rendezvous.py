@@ -36,10 +36,21 @@ def _loopback_sockets() -> None:
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
 
 
-def _default_backend(resources: dict[str, float], configured: str | None) -> str:
-    if configured is not None:
-        return configured
-    return "nccl" if resources.get("GPU", 0) > 0 else "gloo"
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _default_backend(worker_group, configured: str | None) -> str:
+    """NCCL where every worker has CUDA, else gloo (a GPU slot without CUDA: a test's fake GPU).
+
+    Ray Train fills in "nccl" for any trial with GPU slots; without CUDA that cannot start.
+    """
+    gpus = worker_group.get_resources_per_worker().get("GPU", 0) > 0
+    if configured not in (None, "nccl") or not gpus:
+        return configured or "gloo"
+    return "nccl" if all(worker_group.execute(_cuda_available)) else "gloo"
 
 
 class _SingleNodeFileRendezvous(_TorchBackend):
@@ -49,7 +60,7 @@ class _SingleNodeFileRendezvous(_TorchBackend):
         if len(set(worker_group.execute(_node_id))) > 1:
             super().on_start(worker_group, backend_config)  # spans nodes: Ray's TCP rendezvous
             return
-        backend = _default_backend(worker_group.get_resources_per_worker(), backend_config.backend)
+        backend = _default_backend(worker_group, backend_config.backend)
         url = "file://" + worker_group.execute_single(0, _fresh_store_path)
         worker_group.execute(_set_torch_distributed_env_vars)
         worker_group.execute(_loopback_sockets)

@@ -18,6 +18,7 @@ from typing import Any
 import ray
 import ray.train
 import ray.train.torch
+import torch
 import torch.distributed as dist
 from ray import tune
 from ray.train import Checkpoint, CheckpointConfig, FailureConfig, ScalingConfig
@@ -57,15 +58,15 @@ def train_worker(loop_config: dict[str, Any]) -> None:
     cfg: ExperimentConfig = loop_config["experiment"]  # the trial's config object itself (pickled by Ray)
     world = ray.train.get_context().get_world_size()
     group = dist.group.WORLD if world > 1 and dist.is_initialized() else None
-    _train_and_report(cfg, ray.train.torch.get_device(), group,
+    # RAY: the worker's GPU; a GPU slot without CUDA (a test cluster's fake GPU) trains on the CPU
+    device = ray.train.torch.get_device() if torch.cuda.is_available() else torch.device("cpu")
+    _train_and_report(cfg, device, group,
                       ray.train.get_checkpoint(),  # RAY: latest checkpoint of this run (restart or restore)
                       ray.train.report)  # RAY: a barrier over the workers; the loop reports at agreed steps
 
 
 def _train_in_trial(cfg: ExperimentConfig) -> None:
     """`cluster.trainer=function`: the loop runs in the Tune trial process; Tune keeps the checkpoints."""
-    import torch
-
     device = torch.device("cuda" if cfg.cluster.use_gpu and torch.cuda.is_available() else "cpu")
 
     def report(metrics, *, checkpoint=None, checkpoint_dir_name=None):
