@@ -71,6 +71,8 @@ browser-deps: install
 	@command -v chromium >/dev/null 2>&1 || (apt-get install -y -qq chromium >/dev/null 2>&1 || \
 		(apt-get update -qq && apt-get install -y -qq chromium >/dev/null)) || \
 		echo "browser-deps: could not install chromium (needs root and apt); the browser tests will fail"
+	@command -v ip >/dev/null 2>&1 || apt-get install -y -qq iproute2 >/dev/null 2>&1 || \
+		echo "browser-deps: no 'ip' (iproute2): the multi-node tests' network namespace will fail"
 
 # `make fig10_k` (or `make fig10`): the paper preset of that figure on the cluster at RAY_ADDRESS.
 $(FIGURES): install
