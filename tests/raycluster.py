@@ -94,7 +94,7 @@ class Cluster:
         self.gcs_port = gcs_port or self.GCS_PORT
         self.dashboard_port = dashboard_port or self.DASHBOARD_PORT
         self.nodes: dict[str, subprocess.Popen] = {}
-        self.temp_dirs: list[Path] = []
+        self.temp_dirs: dict[str, Path] = {}
         self.logs: dict[str, Path] = {}
 
     @property
@@ -106,7 +106,7 @@ class Cluster:
 
     def _start(self, name: str, args: list[str]) -> None:
         temp = Path(tempfile.mkdtemp(prefix=f"r{name[:3]}-", dir="/tmp"))  # short: Ray's socket paths
-        self.temp_dirs.append(temp)
+        self.temp_dirs[name] = temp
         log = self.logs[name] = self.work / f"{name}.log"
         with open(log, "wb") as fh:
             self.nodes[name] = subprocess.Popen(
@@ -159,8 +159,15 @@ class Cluster:
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 
+    def node_ids(self) -> dict[str, str]:
+        """Node name -> Ray node id, for the live nodes (each raylet's socket lies in its own temp dir)."""
+        nodes = self.query('import json; print(json.dumps({n["NodeID"]: n["RayletSocketName"] '
+                           'for n in ray.nodes() if n["Alive"]}))')
+        return {name: node for node, socket in nodes.items() for name, temp in self.temp_dirs.items()
+                if socket.startswith(str(temp) + "/")}
+
     def stop(self) -> None:
         for name in [n for n in self.nodes if n != "head"] + (["head"] if "head" in self.nodes else []):
             self.kill_node(name)
-        for temp in self.temp_dirs:
+        for temp in self.temp_dirs.values():
             shutil.rmtree(temp, ignore_errors=True)

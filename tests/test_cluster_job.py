@@ -7,9 +7,9 @@ loopback-only network namespace (without the embedded Ray's loopback switch, Ray
 import os
 
 import pytest
+from raycluster import RAY, Cluster, Namespace, new_token
 
 from abacus_ray.evaluation.results import read_cells
-from raycluster import RAY, Cluster, Namespace, new_token
 
 pytestmark = pytest.mark.ray
 

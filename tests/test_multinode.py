@@ -1,5 +1,5 @@
 """A real multi-node Ray cluster, in a loopback-only network namespace: placement, DDP across nodes,
-grid evaluation across nodes, node loss. Everything goes through `ray job submit` with the token.
+and grid evaluation across nodes (node loss: not yet, issue 16). Everything goes through `ray job submit` with the token.
 
 The cluster (`tests/raycluster.py`): a head with 1 CPU, a "GPU node" with 2 CPUs, one fake GPU slot
 and the custom resource `accel`, and a CPU-only node with 2 CPUs and the custom resource `cpu_pool`, each its own raylet with its own
@@ -13,9 +13,9 @@ import json
 import time
 
 import pytest
+from raycluster import Cluster, Namespace
 
 from abacus_ray.evaluation.results import KEY, read_cells
-from raycluster import Cluster, Namespace
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -102,3 +102,4 @@ def test_ddp_trial_across_two_nodes_equals_the_same_trial_on_one(cluster, tmp_pa
     assert abs(one["loss"] - two["loss"]) <= 1e-5 * abs(one["loss"]), (one["loss"], two["loss"])
     print(f"\nddp: one node {set(spans['STRICT_PACK'])}, two nodes {set(spans['STRICT_SPREAD'])}; loss at step 40 "
           f"{one['loss']!r} vs {two['loss']!r}; {time.monotonic() - t0:.0f}s")
+
