@@ -58,6 +58,7 @@ def _check_same_sweep(root: Path, spec: dict[str, Any]) -> None:
 def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path) -> list[tuple[Source, ExperimentConfig]]:
     """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials."""
     by_name = {t.name: t.config for t in trials}
+    limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
     _check_same_sweep(root, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
     trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
         tune.with_parameters(run_trial, configs=by_name, storage=str(root / "train")),
@@ -78,7 +79,7 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path) 
             trainable,
             param_space={k: tune.choice(v) for k, v in choices.items()},
             tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
-                points_to_evaluate=points, max_concurrent=max_concurrency(list(by_name.values())))),
+                points_to_evaluate=points, max_concurrent=limit)),
             run_config=tune.RunConfig(name="tune", storage_path=str(root), verbose=1,
                                       failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES)),
         )
@@ -119,7 +120,6 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
         resolve_grid_names(t.config.eval.grids)
     runtime.init(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
-    max_concurrency([t.config for t in trials])  # fail now, not after a silent wait, if a trial can never fit
     finished = train_all(name, preset_name, trials, root)
     if evaluate and finished:
         groups: dict[Any, list[Source]] = {}

@@ -76,7 +76,7 @@ def _concurrency(cfg: ExperimentConfig, nodes: Sequence[Node], limit: int) -> in
             slots = [dented[i] if i in drops else full[i] for i in range(len(nodes))]
         else:
             slots = full
-        if not _fits(slots, 1 if cl.trainer == "function" else cl.workers, cl.placement, trials):
+        if not _fits(slots, cl.workers, cl.placement, trials):  # a `function` trial has 1 worker (config)
             break
         best = trials
     return best
@@ -103,10 +103,9 @@ def max_concurrency(configs: Sequence[ExperimentConfig], nodes: Sequence[Node] |
             cl = cfg.cluster
             bundle = worker_bundle(cl)
             keys = list(bundle)
-            workers = 1 if cl.trainer == "function" else cl.workers
             driver = f" + {DRIVER_CPU:g} CPU for its driver" if cl.trainer == "torch" else ""
             raise PlacementError(
-                f"cluster: trial {cfg.name} needs {workers} worker(s) x {_shown(bundle, keys)}{driver}, placed "
+                f"cluster: trial {cfg.name} needs {cl.workers} worker(s) x {_shown(bundle, keys)}{driver}, placed "
                 f"{cl.placement}; the largest of the cluster's {len(nodes)} node(s) offers "
                 f"{_shown(_largest(nodes, keys), keys)}: it can never start")
         fit = min(fit, n)
