@@ -1,5 +1,5 @@
 """A real multi-node Ray cluster, in a loopback-only network namespace: placement, DDP across nodes,
-and grid evaluation across nodes (node loss: not yet, issue 16). Everything goes through `ray job submit` with the token.
+grid evaluation across nodes, node loss. Everything goes through `ray job submit` with the token.
 
 The cluster (`tests/raycluster.py`): a head with 1 CPU, a "GPU node" with 2 CPUs, one fake GPU slot
 and the custom resource `accel`, and a CPU-only node with 2 CPUs and the custom resource `cpu_pool`, each its own raylet with its own
@@ -13,7 +13,7 @@ import json
 import time
 
 import pytest
-from raycluster import Cluster, Namespace
+from raycluster import RAY, ROOT, Cluster, Namespace
 
 from abacus_ray.evaluation.results import KEY, read_cells
 
@@ -103,3 +103,64 @@ def test_ddp_trial_across_two_nodes_equals_the_same_trial_on_one(cluster, tmp_pa
     print(f"\nddp: one node {set(spans['STRICT_PACK'])}, two nodes {set(spans['STRICT_SPREAD'])}; loss at step 40 "
           f"{one['loss']!r} vs {two['loss']!r}; {time.monotonic() - t0:.0f}s")
 
+
+
+ALIVE_TRAIN_WORKERS = """
+import json
+from ray.util.state import list_actors
+print(json.dumps([a.node_id for a in list_actors(filters=[("state", "=", "ALIVE"), ("class_name", "=", "RayTrainWorker")],
+                                                 detail=True, limit=10000, raise_on_missing_output=False)]))
+"""
+
+
+def test_lost_nodes_mid_sweep_and_mid_evaluation_lose_nothing(cluster, tmp_path):
+    """SIGKILL a CPU node under a training trial, then the GPU node (its GPU evaluator always holds most
+    of the items) under the grid evaluation: the trials resume from their last checkpoint on the nodes
+    left, the missing cells run again on the CPU actors left, every cell is written exactly once, and
+    the numbers equal an undisturbed evaluation of the same checkpoints. (Last here: it kills nodes.)"""
+    import subprocess
+
+    from abacus_ray.cli import main as cli_main
+
+    t0 = time.monotonic()
+    cluster.add_node("victim", num_cpus=2, resources={"cpu_pool": 2})
+    root = tmp_path / "nodeloss"
+    with open(tmp_path / "job.log", "wb") as log:
+        job = subprocess.Popen(cluster.wrap([str(RAY), "job", "submit", "--address", cluster.dashboard, "--working-dir",
+                                             str(ROOT), "--", "python", "tests/cluster_sweeps/nodeloss.py",
+                                             "--storage", str(tmp_path), "--no-dashboard"]),
+                               env=cluster.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    job_log = lambda: (tmp_path / "job.log").read_text(errors="replace")[-4000:]  # noqa: E731
+    try:
+        victim, deadline = None, time.monotonic() + 300
+        while victim is None:  # a trial's worker on a CPU node, past its first checkpoint
+            assert time.monotonic() < deadline and job.poll() is None, job_log()
+            time.sleep(1)
+            if list(root.glob("train/*/step-*")):
+                on, ids = set(cluster.query(ALIVE_TRAIN_WORKERS)), cluster.node_ids()
+                victim = next((name for name in ("victim", "cpu") if ids.get(name) in on), None)
+        cluster.kill_node(victim)
+        killed_training = time.monotonic() - t0
+        deadline = time.monotonic() + 300
+        while not list((root / "results").glob("part-*.parquet")):
+            assert time.monotonic() < deadline and job.poll() is None, job_log()
+            time.sleep(0.2)
+        cluster.kill_node("gpu")  # mid-evaluation
+        killed_eval = time.monotonic() - t0
+        assert job.wait(timeout=400) == 0, job_log()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    df = read_cells(root / "results")
+    assert df["run_id"].nunique() == 2 and len(df) == 2 * 400 and not df.duplicated(list(KEY)).any()
+    assert all(r["final"] and r["step"] == 60 for r in final_reports(root).values())
+    for checkpoint, rows in df.groupby("checkpoint"):  # an undisturbed evaluation, in this process, no Ray
+        out = tmp_path / "clean" / rows["run_id"].iloc[0].replace("/", "_")
+        assert cli_main(["eval", checkpoint, "--cells", "1-20x1-20", "--per-cell", "10", "--out", str(out),
+                         "--quiet"]) == 0
+        clean = read_cells(out).set_index(["i", "j"])["n_correct"].sort_index()
+        assert rows.set_index(["i", "j"])["n_correct"].sort_index().equals(clean)
+    retried = "missing cells again" in job_log()
+    assert retried, job_log()  # the GPU actor's unfinished items ran again on the CPU actors
+    print(f"\nnode loss: killed {victim} at {killed_training:.0f}s (training), the GPU node at {killed_eval:.0f}s "
+          f"(evaluation, missing cells rerun); {len(df)} rows, 0 duplicates, 0 missing; {time.monotonic() - t0:.0f}s")

@@ -33,7 +33,9 @@ from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.model.checkpoint import load_checkpoint
 
 GPU_SPEEDUP = 20.0  # assumed items/s of a GPU actor relative to a CPU actor, for the static split
-ATTEMPTS = 3  # Ray Data runs of one evaluation: the first, then after lost nodes
+ATTEMPTS = 5  # Ray Data runs of one evaluation: the first, then after lost nodes
+RETRY_WAIT_S = 5.0  # before a rerun: the GCS needs seconds to mark a killed node dead, and a pool
+# sized while it still counts that node places an actor there that dies at once (measured)
 
 
 @dataclass
@@ -163,6 +165,7 @@ def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *
                 raise
             print(f"\ngrid eval: {type(e).__name__} (a node or actor lost?); running the {sum(len(t['i']) for t in items)} "
                   f"missing cells again on the nodes left (attempt {attempt + 1} of {ATTEMPTS})", file=sys.stderr)
+            time.sleep(RETRY_WAIT_S * attempt)
     if progress:
         print(file=sys.stderr)
     report.seconds = time.monotonic() - t0
