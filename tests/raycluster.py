@@ -153,9 +153,12 @@ class Cluster:
         return out
 
     def query(self, code: str) -> object:
-        """Run Python `code` (which prints JSON) as a client of this cluster; returns the parsed value."""
+        """Run Python `code` (which prints JSON) as a client of this cluster; returns the parsed value.
+
+        `code` finds the cluster's address in `DASHBOARD` (the state API must be told: with the suite's
+        other Rays running on this host it would otherwise refuse to pick one)."""
         out = self.run([sys.executable, "-c", f"import ray; ray.init(address='127.0.0.1:{self.gcs_port}', "
-                        f"log_to_driver=False)\n{code}"], timeout=120)
+                        f"log_to_driver=False)\nDASHBOARD = {self.dashboard!r}\n{code}"], timeout=120)
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 

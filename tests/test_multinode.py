@@ -23,7 +23,7 @@ WORKERS_AND_NODES = """
 import json
 from ray.util.state import list_actors
 nodes = {n["NodeID"]: n["Resources"] for n in ray.nodes()}
-actors = list_actors(filters=[("class_name", "=", "RayTrainWorker")], detail=True, limit=10000,
+actors = list_actors(address=DASHBOARD, filters=[("class_name", "=", "RayTrainWorker")], detail=True, limit=10000,
                      raise_on_missing_output=False)
 pgs = ray.util.placement_group_table()
 print(json.dumps({"nodes": nodes, "pgs": {k: v["strategy"] for k, v in pgs.items()},
@@ -108,7 +108,7 @@ def test_ddp_trial_across_two_nodes_equals_the_same_trial_on_one(cluster, tmp_pa
 ALIVE_TRAIN_WORKERS = """
 import json
 from ray.util.state import list_actors
-print(json.dumps([a.node_id for a in list_actors(filters=[("state", "=", "ALIVE"), ("class_name", "=", "RayTrainWorker")],
+print(json.dumps([a.node_id for a in list_actors(address=DASHBOARD, filters=[("state", "=", "ALIVE"), ("class_name", "=", "RayTrainWorker")],
                                                  detail=True, limit=10000, raise_on_missing_output=False)]))
 """
 
@@ -117,7 +117,7 @@ def test_lost_nodes_mid_sweep_and_mid_evaluation_lose_nothing(cluster, tmp_path)
     """SIGKILL a CPU node under a training trial, then the GPU node (its GPU evaluator always holds most
     of the items) under the grid evaluation: the trials resume from their last checkpoint on the nodes
     left, the missing cells run again on the CPU actors left, every cell is written exactly once, and
-    the numbers equal an undisturbed evaluation of the same checkpoints. (Last here: it kills nodes.)"""
+    the weights and numbers equal an undisturbed run of the same trials. (Last here: it kills nodes.)"""
     import subprocess
 
     from abacus_ray.cli import main as cli_main
@@ -154,6 +154,21 @@ def test_lost_nodes_mid_sweep_and_mid_evaluation_lose_nothing(cluster, tmp_path)
     df = read_cells(root / "results")
     assert df["run_id"].nunique() == 2 and len(df) == 2 * 400 and not df.duplicated(list(KEY)).any()
     assert all(r["final"] and r["step"] == 60 for r in final_reports(root).values())
+    # an undisturbed training of each trial (in this process, one thread as a 1-CPU worker) gives the
+    # same weights, bit for bit: the killed trial resumed its data stream and RNG from the checkpoint
+    import torch
+
+    from abacus_ray.cli.sweep import load_sweep
+    from abacus_ray.training.loop import train
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for trial in load_sweep(str(ROOT / "tests" / "cluster_sweeps" / "nodeloss.py")).expand("tiny"):
+            straight = train(trial.config, checkpoint_dir=tmp_path / "straight" / trial.name.replace("/", "_"))
+            assert set(df.loc[df["run_id"] == trial.name, "model_id"]) == {straight.model_id}, trial.name
+    finally:
+        torch.set_num_threads(threads)
     for checkpoint, rows in df.groupby("checkpoint"):  # an undisturbed evaluation, in this process, no Ray
         out = tmp_path / "clean" / rows["run_id"].iloc[0].replace("/", "_")
         assert cli_main(["eval", checkpoint, "--cells", "1-20x1-20", "--per-cell", "10", "--out", str(out),
