@@ -93,6 +93,7 @@ def synthetic_results(out_dir: str | Path, models: Sequence[tuple[str, Sequence[
                          "n": n, "n_correct": c, "accuracy": c / n, "n_first_correct": min(n, c + (n - c) // 2),
                          "per_cell": per_cell, "eval_seed": 0, "engine": "teacher",
                          "recurrences": recurrences or cfg.model.test_recurrences, "require_eos": task != "sort",
+                         "scoring": "exact",
                          "precision": "fp32",
                          "seconds": 0.01, "device": "cpu", "evaluated_at": "2026-01-01T00:00:00+00:00",
                          **config_columns(cfg)})

@@ -18,7 +18,7 @@ from dashboards.models import ModelInfo, model_infos
 # Condition columns shown under their own selector (the paper's axes); other varying ones form "variant".
 DIM_COLUMNS = {"model.positions": "positions", "model.max_k": "k", "task.train_max_len": "train_len"}
 ARCH_COLUMNS = ("model.layers", "model.recurrences", "model.injection")
-EVAL_COLUMNS = ("per_cell", "eval_seed", "require_eos")
+EVAL_COLUMNS = ("per_cell", "eval_seed", "require_eos", "scoring")
 
 
 @dataclass

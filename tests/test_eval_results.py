@@ -37,7 +37,7 @@ def row(model_id="m1", i=1, j=1, n_correct=5, n=10, seed=0, cfg=None, **kw):
     base = config_columns(cfg) | {
         "model_id": model_id, "task": "add", "i": i, "j": j, "region": region_of("add", i, j, 5), "n_train": 5,
         "n": n, "n_correct": n_correct, "accuracy": n_correct / n, "n_first_correct": n_correct, "per_cell": n,
-        "eval_seed": 0, "engine": "teacher", "recurrences": 1, "require_eos": True, "precision": "fp32",
+        "eval_seed": 0, "engine": "teacher", "recurrences": 1, "require_eos": True, "scoring": "exact", "precision": "fp32",
         "seconds": 0.01, "device": "cpu", "evaluated_at": "2024-01-01T00:00:00+00:00"}
     base["seed"] = seed
     return base | kw
@@ -66,10 +66,28 @@ def test_write_read_roundtrip_and_keys(tmp_path):
     assert df.loc[(df.i == 2) & (df.j == 3), "n_correct"].item() == 5
     assert df["model.positions"].iloc[0] == "abacus" and df["task.train_max_len"].iloc[0] == 5
     assert pd.isna(df["run_id"]).all()
-    assert done_keys(tmp_path) == {("m1", "add", i, j, 10, 0, 1, True) for i in (1, 2) for j in (1, 3)}
+    assert done_keys(tmp_path) == {("m1", "add", i, j, 10, 0, 1, True, "exact") for i in (1, 2) for j in (1, 3)}
     assert done_keys(tmp_path / "missing") == set()
     write_cells(tmp_path, [row(model_id="m2", i=9, j=9)])  # a second part is read too
     assert len(read_cells(tmp_path)) == 5 and len(done_keys(tmp_path)) == 5
+
+
+def test_version_1_parts_stay_readable_and_say_exact_scoring(tmp_path):
+    """Parts written before the index-hint scoring rule (schema 1, no `scoring` column) read as "exact",
+    the rule that produced them, so a rerun under the official digits rule scores those cells again."""
+    old = [row(i=1, j=j) for j in (1, 2)]
+    for r in old:
+        del r["scoring"]
+    table = pa.Table.from_pylist([{"schema_version": 1, **r} for r in old])
+    assert "scoring" not in table.column_names
+    write_part(tmp_path, table)
+    write_cells(tmp_path, [row(i=2, j=2, scoring="digits")])
+    df = read_cells(tmp_path)
+    assert sorted(zip(df.i, df.j, df.scoring, df.schema_version)) == [(1, 1, "exact", 1), (1, 2, "exact", 1),
+                                                                      (2, 2, "digits", SCHEMA_VERSION)]
+    assert done_keys(tmp_path) == {("m1", "add", 1, 1, 10, 0, 1, True, "exact"),
+                                   ("m1", "add", 1, 2, 10, 0, 1, True, "exact"),
+                                   ("m1", "add", 2, 2, 10, 0, 1, True, "digits")}
 
 
 def test_parts_are_atomic_and_readers_ignore_temporaries(tmp_path):

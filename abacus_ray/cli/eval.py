@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from abacus_ray.cli import check_device, check_output_dir
-from abacus_ray.config.evaluation import ENGINES
+from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
 
 
 def register(subparsers) -> None:
@@ -42,6 +42,9 @@ def register(subparsers) -> None:
                    help="tokens per batch (rows x padded length); default sized to the device")
     p.add_argument("--sort-require-eos", action="store_true", default=None,
                    help="sorting: also require the EOS (the official metric ignores it)")
+    p.add_argument("--hint-scoring", choices=HINT_SCORINGS, default=None,
+                   help="index-hint models: official (digits only, hints dropped, the official eval; default) "
+                        "or strict (every hint symbol must be right too)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     p.add_argument("--run-id", default=None, help="optional run id stored in every row")
     p.add_argument("--flush-every-s", type=float, default=10.0,
@@ -62,7 +65,7 @@ def handler(args: argparse.Namespace) -> int:
     first = read_checkpoint_config(resolve_checkpoint(args.checkpoints[0]))
     overrides = {"per_cell": args.per_cell, "seed": args.seed, "engine": args.engine,
                  "recurrences": args.recurrences, "precision": args.precision, "token_budget": args.token_budget,
-                 "sort_require_eos": args.sort_require_eos}
+                 "sort_require_eos": args.sort_require_eos, "hint_scoring": args.hint_scoring}
     # through the first config, so values are checked (and named, e.g. eval.per_cell) as `--set` values are
     eval_cfg = first.with_overrides({f"eval.{k}": v for k, v in overrides.items() if v is not None}).eval
     if args.grid is not None or args.cells is not None or args.diagonal is not None:  # '' is a bad spec, not none

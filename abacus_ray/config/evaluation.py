@@ -8,6 +8,7 @@ from abacus_ray.config.dicts import check, check_choice
 from abacus_ray.config.train import PRECISIONS
 
 ENGINES = ("teacher", "kv", "naive")
+HINT_SCORINGS = ("official", "strict")
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class EvalConfig:
     precision: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
     token_budget: int = 0  # tokens per engine batch (rows x padded length); 0 = sized to the device
     sort_require_eos: bool = False  # sorting exact match also checks the EOS (the official code does not)
+    # Index-hint models (Fig. 21): "official" scores the digits only, hint symbols dropped from the
+    # output, up to twice the answer field generated (docs/fidelity.md); "strict" also checks every hint.
+    hint_scoring: str = "official"
 
     def __post_init__(self) -> None:
         check(self.per_cell >= 1, "eval.per_cell", f"must be >= 1, got {self.per_cell}")
@@ -29,4 +33,5 @@ class EvalConfig:
         check(self.recurrences is None or self.recurrences >= 1, "eval.recurrences",
               f"must be >= 1, got {self.recurrences}")
         check_choice(self.precision, "eval.precision", PRECISIONS)
+        check_choice(self.hint_scoring, "eval.hint_scoring", HINT_SCORINGS)
         check(self.token_budget >= 0, "eval.token_budget", f"must be >= 0 (0 = auto), got {self.token_budget}")

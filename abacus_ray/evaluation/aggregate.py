@@ -16,7 +16,7 @@ import pandas as pd
 from abacus_ray.evaluation.regions import views_for
 
 # Columns that identify one evaluated model under one set of eval settings.
-MODEL_KEYS = ("model_id", "task", "per_cell", "eval_seed", "recurrences", "require_eos")
+MODEL_KEYS = ("model_id", "task", "per_cell", "eval_seed", "recurrences", "require_eos", "scoring")
 
 
 def wilson_interval(k, n, z: float = 1.959963984540054):

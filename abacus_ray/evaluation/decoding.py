@@ -115,16 +115,22 @@ class Match(NamedTuple):
     predictions: list[list[int]]  # generated ids up to (excluding) EOS, within the row's limit
 
 
-def match(generated: Tensor, targets: list[list[int]], limits: list[int], *, require_eos: bool = True) -> Match:
+def match(generated: Tensor, targets: list[list[int]], limits: list[int], *, require_eos: bool = True,
+          drop_above: int | None = None) -> Match:
     """Compare greedy outputs with targets (answer ids + EOS) the way exact match does (docs/official-code.md §7.3).
 
     Row b's output is cut to its own `limits[b]` tokens so the verdict does not depend on which other
     rows shared its batch. With `require_eos=False` the EOS is not compared (sorting, docs/official-code.md §7.6).
+    `drop_above` deletes every id above it from the output and the target before comparing: the official
+    index-hint rule, which drops the hint symbols (ids above `=`) and scores the digits (§2.4).
     """
     rows = generated.tolist()
     res = Match([], [], [], [], [])
     for row, target, limit in zip(rows, targets, limits, strict=True):
         row = row[:limit]
+        if drop_above is not None:
+            row = [t for t in row if t <= drop_above]
+            target = [t for t in target if t <= drop_above]
         stopped = EOS in row
         pred = row[: row.index(EOS)] if stopped else row
         emitted = pred + [EOS] if stopped else pred  # greedy output, everything after EOS is PAD

@@ -10,7 +10,9 @@
 All three see the same per-cell noise (`noise`), so their per-problem verdicts agree; the tests check
 this on every task and position scheme. Each cell's decoders may emit up to `decode_limit` tokens:
 the answer field + EOS + 2 spare tokens (so an over-long answer is visible in the samples), and twice
-the answer field for sorting, as the official sorting eval does (docs/official-code.md §7.6).
+the answer field for sorting, as the official sorting eval does (docs/official-code.md §7.6), and for
+index hints scored the official way (`scoring="digits"`, docs/fidelity.md), which only the decoding
+engines can do: the hint symbols are dropped from the output before it is compared.
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ class PreparedCell:
     noise_len: int  # positions covered by the cell's noise: longest prompt + max_new
     seed: int
     tokenizer: object = field(repr=False, default=None)
+    scoring: str = "exact"  # results.SCORINGS
+
+    @property
+    def drop_above(self) -> int | None:
+        """Ids above this are deleted from outputs and targets before comparing ("digits" scoring)."""
+        return self.tokenizer.equals_id if self.scoring == "digits" else None
 
     @property
     def n(self) -> int:
@@ -81,22 +89,22 @@ class CellOutcome:
         return sum(self.correct)
 
 
-def decode_limit(task: str, longest_answer: int) -> int:
+def decode_limit(task: str, longest_answer: int, scoring: str = "exact") -> int:
     """Tokens a decoder may emit for a cell whose longest answer has `longest_answer` tokens."""
     field_width = longest_answer + 1  # + EOS
-    return 2 * field_width if task == "sort" else field_width + SPARE_TOKENS
+    return 2 * field_width if task == "sort" or scoring == "digits" else field_width + SPARE_TOKENS
 
 
-def prepare_cell(cell: Cell, problems: Sequence, tokenizer, eval_seed: int) -> PreparedCell:
+def prepare_cell(cell: Cell, problems: Sequence, tokenizer, eval_seed: int, scoring: str = "exact") -> PreparedCell:
     """Tokenize a cell's `Problem`s (prompt, answer) and fix its decoding limit and noise seed."""
     if not problems:
         raise ValueError(f"cell {cell.task} {cell.i}x{cell.j}: has no problems")
     prompts = [tokenizer.encode(p.prompt) for p in problems]
     targets = [tokenizer.encode(p.answer, eos=True) for p in problems]
-    max_new = decode_limit(cell.task, max(len(t) for t in targets) - 1)
+    max_new = decode_limit(cell.task, max(len(t) for t in targets) - 1, scoring)
     return PreparedCell(cell, [p.prompt for p in problems], [p.answer for p in problems], prompts, targets,
                         max_new, max(len(p) for p in prompts) + max_new,
-                        cell_seed(eval_seed, cell.task, cell.i, cell.j), tokenizer)
+                        cell_seed(eval_seed, cell.task, cell.i, cell.j), tokenizer, scoring)
 
 
 def auto_token_budget(model, device: torch.device) -> int:
@@ -213,7 +221,8 @@ def _score_decoded(model, prepared, noises, out: _Verdicts, *, decode, budget, r
             noise = gather_noise(noises, chunk, p_len + max_new, model.cfg.hidden, device)
             gen = decode(model, ids, max_new, recurrences=recurrences, noise=noise)
             m = match(gen.cpu(), [prepared[c].targets[r] for c, r in chunk],
-                      [prepared[c].max_new for c, _ in chunk], require_eos=require_eos)
+                      [prepared[c].max_new for c, _ in chunk], require_eos=require_eos,
+                      drop_above=prepared[0].drop_above)
             for b, (c, r) in enumerate(chunk):
                 out.set(c, r, m.correct[b], m.first_wrong[b], m.first_correct[b])
                 out.preds[c][r] = render(prepared[c].tokenizer, m.predictions[b])
@@ -236,6 +245,11 @@ def run_cells(model, prepared: Sequence[PreparedCell], *, engine: str = "teacher
     budget = token_budget or auto_token_budget(model, device)
     if budget < 1:
         raise ValueError(f"eval.token_budget: must be >= 1, got {budget}")
+    scorings = {p.scoring for p in prepared}
+    if len(scorings) > 1:
+        raise ValueError(f"prepared: cells of one call share one scoring rule, got {sorted(scorings)}")
+    if engine == "teacher" and scorings != {"exact"}:
+        raise ValueError("eval.engine: teacher forcing scores every answer token; the digits rule needs kv or naive")
     noises = _noise_for(prepared, model, device)
     out = _Verdicts(prepared, engine)
     kw = dict(budget=budget, recurrences=recurrences, require_eos=require_eos, device=device)

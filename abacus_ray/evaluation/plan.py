@@ -33,22 +33,31 @@ class Settings:
     require_eos: bool
     precision: str
     token_budget: int
+    scoring: str = "exact"  # results.SCORINGS: "exact" every answer token; "digits" hint symbols dropped
 
     def key_columns(self, model_id: str, cell: Cell) -> dict[str, Any]:
         """The results-key columns of `cell` (`results.KEY`): the one place they are assembled."""
         return {"model_id": model_id, "task": cell.task, "i": cell.i, "j": cell.j, "per_cell": self.per_cell,
-                "eval_seed": self.eval_seed, "recurrences": self.recurrences, "require_eos": self.require_eos}
+                "eval_seed": self.eval_seed, "recurrences": self.recurrences, "require_eos": self.require_eos,
+                "scoring": self.scoring}
 
 
 def settings_for(cfg: ExperimentConfig, eval_cfg: EvalConfig, device_type: str, task: str, *,
                  samples: bool = False) -> Settings:
-    """Resolve `eval_cfg` against a checkpoint's `ExperimentConfig` for cells of `task` on a device type."""
-    engine = "kv" if samples and eval_cfg.engine == "teacher" else eval_cfg.engine  # samples need predictions
+    """Resolve `eval_cfg` against a checkpoint's `ExperimentConfig` for cells of `task` on a device type.
+
+    An index-hint model under the official rule is scored on its digits only (docs/fidelity.md,
+    "Evaluation"), which needs the model's own output: the teacher-forced engine gives way to `kv`.
+    """
+    digits = cfg.task.index_hints != "none" and eval_cfg.hint_scoring == "official"
+    decode = samples or digits  # predictions are needed
+    engine = "kv" if decode and eval_cfg.engine == "teacher" else eval_cfg.engine
     return Settings(
         per_cell=eval_cfg.per_cell, eval_seed=eval_cfg.seed, engine=engine,
         recurrences=eval_cfg.recurrences or cfg.model.test_recurrences,
         require_eos=eval_cfg.sort_require_eos if task == "sort" else True,
-        precision=resolved_precision(eval_cfg.precision, device_type), token_budget=eval_cfg.token_budget)
+        precision=resolved_precision(eval_cfg.precision, device_type), token_budget=eval_cfg.token_budget,
+        scoring="digits" if digits else "exact")
 
 
 def cells_for(cfg: ExperimentConfig, grids: Sequence[Grid]) -> list[Cell]:

@@ -9,10 +9,12 @@ Every flush writes a new part: a temporary file in the same directory, then `os.
 (or a run killed mid-write) never sees half a file; readers only read `part-*.parquet`. Parts are never
 rewritten, which lets many evaluators (Ray Data actors) write into one directory at once.
 
-The key of a cell row is `KEY`: (model_id, task, i, j, per_cell, eval_seed, recurrences, require_eos).
-A rerun skips cells whose key is present. The engine (teacher / kv / naive) and the precision are *not*
-in the key: the engines agree problem by problem (the equivalence tests), so a cell scored once is done.
-`require_eos` is (it changes the sorting metric); `recurrences` is the resolved test-time depth.
+The key of a cell row is `KEY`: (model_id, task, i, j, per_cell, eval_seed, recurrences, require_eos,
+scoring). A rerun skips cells whose key is present. The engine (teacher / kv / naive) and the precision
+are *not* in the key: the engines agree problem by problem (the equivalence tests), so a cell scored
+once is done. `require_eos` is (it changes the sorting metric), and so is `scoring` (`SCORINGS`: the
+index-hint rule); `recurrences` is the resolved test-time depth. Schema version 2 added `scoring`;
+version-1 parts read as `scoring = "exact"`, the only rule there was.
 
 Column names: the core columns below, plus one column per flattened `ExperimentConfig` field of the
 evaluated checkpoint (`model.positions`, `model.max_k`, `task.train_max_len`, `seed`, ...), except the
@@ -38,13 +40,19 @@ import pyarrow.parquet as pq
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import flatten
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# "exact": every answer token, hints and EOS included, must be the target's (the official rule for
+# every task but index hints); "digits": hint symbols are dropped from the output and the target and
+# the digits + EOS compared, as the official index-hint evaluation does (docs/fidelity.md).
+SCORINGS = ("exact", "digits")
+# Key columns added after schema version 1, with the value every older row had.
+ADDED_KEYS = {"scoring": "exact"}
 SAMPLES_DIR = "samples"
 PART_GLOB = "part-*.parquet"
 
-KEY = ("model_id", "task", "i", "j", "per_cell", "eval_seed", "recurrences", "require_eos")
+KEY = ("model_id", "task", "i", "j", "per_cell", "eval_seed", "recurrences", "require_eos", "scoring")
 # Columns every cell part has held since schema version 1: a file without them is not ours.
-REQUIRED = (*KEY, "region", "n", "n_correct", "accuracy")
+REQUIRED = (*(k for k in KEY if k not in ADDED_KEYS), "region", "n", "n_correct", "accuracy")
 SAMPLE_KEY = (*KEY, "index")
 
 _CORE_FIELDS: list[tuple[str, pa.DataType]] = [
@@ -67,7 +75,8 @@ _CORE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("engine", pa.string()),
     ("recurrences", pa.int64()),
     ("require_eos", pa.bool_()),
-    ("precision", pa.string()),
+    ("scoring", pa.string()),  # SCORINGS: how a problem's answer was compared (schema version 2)
+    ("precision", pa.string()),  # the numeric precision the model ran in: fp32, bf16, tf32, fp16
     ("seconds", pa.float64()),
     ("device", pa.string()),
     ("worker", pa.string()),  # which evaluator produced the row ("pool:host:node:pid" under Ray Data; node = the first 8 hex digits of the Ray node id), optional
@@ -85,6 +94,7 @@ SAMPLE_SCHEMA = pa.schema([
     ("eval_seed", pa.int64()),
     ("recurrences", pa.int64()),
     ("require_eos", pa.bool_()),
+    ("scoring", pa.string()),
     ("index", pa.int64()),  # problem number within the cell
     ("prompt", pa.string()),  # model text format: reversed operands, ends with '='
     ("target", pa.string()),  # reversed answer, no EOS
@@ -223,7 +233,7 @@ def _read_parts(files: Iterable[Path], columns: Sequence[str] | None, where: str
             if missing:
                 raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no {missing[0]} column)")
             cols = None if columns is None else [c for c in columns if c in schema.names]
-            t = pq.read_table(f, columns=cols)
+            t = _with_added_keys(pq.read_table(f, columns=cols), columns)
         except (pa.ArrowException, OSError) as e:  # garbage bytes, a directory named part-*.parquet, ...
             first = " ".join(str(e).split())[:200]
             raise ValueError(f"{where}: {f.name} is not a readable Parquet file ({first})") from None
@@ -234,6 +244,14 @@ def _read_parts(files: Iterable[Path], columns: Sequence[str] | None, where: str
                                  f"abacus-ray reads <= {SCHEMA_VERSION}")
         tables.append(t)
     return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _with_added_keys(t: pa.Table, columns: Sequence[str] | None) -> pa.Table:
+    """An older part's table with the key columns added since (`ADDED_KEYS`) filled with their old value."""
+    for name, value in ADDED_KEYS.items():
+        if name not in t.column_names and (columns is None or name in columns):
+            t = t.append_column(name, pa.array([value] * t.num_rows, pa.string()))
+    return t
 
 
 def read_cells_table(directory: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
@@ -255,7 +273,8 @@ def read_samples(directory: str | Path):
     files = part_files(Path(directory) / SAMPLES_DIR)
     if not files:
         return SAMPLE_SCHEMA.empty_table().to_pandas()
-    return _read_parts(files, None, str(Path(directory) / SAMPLES_DIR), SAMPLE_KEY).to_pandas()
+    required = [k for k in SAMPLE_KEY if k not in ADDED_KEYS]
+    return _read_parts(files, None, str(Path(directory) / SAMPLES_DIR), required).to_pandas()
 
 
 def done_keys(directory: str | Path) -> set[tuple]:

@@ -46,9 +46,10 @@ def problems_for(cfg: ExperimentConfig, cell: Cell, per_cell: int, eval_seed: in
     return eval_problems(cell.task, cell.i, cell.j, per_cell, eval_seed, **variant)
 
 
-def prepare(cfg: ExperimentConfig, cells: Sequence[Cell], per_cell: int, eval_seed: int) -> list[PreparedCell]:
+def prepare(cfg: ExperimentConfig, cells: Sequence[Cell], per_cell: int, eval_seed: int,
+            scoring: str = "exact") -> list[PreparedCell]:
     tok = get_tokenizer(cfg.task.tokenizer_name)
-    return [prepare_cell(c, problems_for(cfg, c, per_cell, eval_seed), tok, eval_seed) for c in cells]
+    return [prepare_cell(c, problems_for(cfg, c, per_cell, eval_seed), tok, eval_seed, scoring) for c in cells]
 
 
 def _device_name(device: torch.device) -> str:
@@ -75,7 +76,7 @@ def score_cells(checkpoint: Checkpoint, cells: Sequence[Cell], eval_cfg: EvalCon
         by_task.setdefault(c.task, []).append(c)
     for task, task_cells in by_task.items():
         s = settings_for(cfg, eval_cfg, device.type, task, samples=samples)
-        prepared = prepare(cfg, task_cells, s.per_cell, s.eval_seed)
+        prepared = prepare(cfg, task_cells, s.per_cell, s.eval_seed, s.scoring)
         outcomes = run_cells(model, prepared, engine=s.engine, recurrences=s.recurrences, require_eos=s.require_eos,
                              token_budget=s.token_budget or None, precision=s.precision)
         now = datetime.now(UTC).isoformat(timespec="seconds")
