@@ -2,14 +2,16 @@
 
 * index-hint scoring: the official rule (digits only, hints dropped, twice the answer field) by
   default, the strict rule as an option, both named in every results row;
+* bitwise-OR training data: pairs weighted by min(i, j), as the official exhaustive set;
 """
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
-from abacus_ray.config import preset
+from abacus_ray.config import TaskConfig, preset
 from abacus_ray.config.evaluation import EvalConfig
 from abacus_ray.evaluation.decoding import match
 from abacus_ray.evaluation.engine import prepare_cell, run_cells
@@ -17,6 +19,7 @@ from abacus_ray.evaluation.grids import Cell
 from abacus_ray.evaluation.plan import settings_for
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.tasks.evalsets import eval_problems
+from abacus_ray.tasks.stream import TrainStream
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS, get_tokenizer
 from tests.test_eval_runner import FlawedOracle, true_answer
 
@@ -90,3 +93,25 @@ def test_teacher_forcing_refuses_the_digits_rule():
     assert prepared.max_new == 2 * max(len(t) for t in prepared.targets)  # the answer field, twice
     with pytest.raises(ValueError, match="^eval.engine: teacher forcing"):
         run_cells(HintOracle(), [prepared], engine="teacher")
+
+
+# --- bitwise-OR training distribution --------------------------------------------------------------
+
+def test_or_stream_weighs_each_length_pair_as_the_exhaustive_set_does():
+    """Size-20 OR data (paper A.3): the exhaustive set holds min(i, j) problems per pair, 2,870 in all,
+    so min(i, j) >= 15 is 20.7 % of it; a stream with one sample per pair gave 8.7 %."""
+    stream = TrainStream(TaskConfig(name="or", train_max_len=20), seed=0)
+    assert stream.num_pairs == sum(min(i, j) for i in range(1, 21) for j in range(1, 21)) == 2870
+    i, j = stream.pairs(0, 2870)  # one full pass
+    counts = {}
+    for a, b in zip(i.tolist(), j.tolist(), strict=True):
+        counts[(a, b)] = counts.get((a, b), 0) + 1
+    assert counts == {(a, b): min(a, b) for a in range(1, 21) for b in range(1, 21)}
+    share = float((np.minimum(i, j) >= 15).mean())
+    assert round(share, 3) == 0.207
+    first = stream.pairs(0, 64)  # the first batch still mixes every length, as the layers interleave
+    assert len(set(first[0].tolist())) >= 3 and len(set(first[1].tolist())) == 20
+    problems = stream.problems(5, 300)  # and the problems are the pairs' one-hot problems
+    for p, a, b in zip(problems, *stream.pairs(5, 300), strict=True):
+        u, v = p.prompt[:-1].split("+")
+        assert (len(u), len(v), len(p.answer)) == (a, b, max(a, b)) and p.answer.count("1") == 1

@@ -6,7 +6,10 @@ the fly instead, as a pure function of (task config, seed, micro-batch index):
 
 * sample g of the global sequence (g = index * global_size + row) belongs to pair number g mod P,
   pairs in i-major loop order: (i, j) for 1 <= i, j <= n (for sorting, max digits x array length);
-  so every P consecutive samples hold each pair exactly once, as in the bucket method;
+  so every P consecutive samples hold each pair exactly once, as in the bucket method; for bitwise
+  OR, whose official training set is the exhaustive one (min(i, j) problems per pair, §3.6), a
+  pass holds pair (i, j) min(i, j) times, in layers (every pair, then every pair with min >= 2, ...)
+  so each batch stays mixed: P = sum of min(i, j), 2,870 for n = 20;
 * operands are fresh random words from a Philox stream keyed on (task, seed, index), row r at a
   fixed counter (random padding reads a second stream, so it never changes the operands): a resumed
   trial sees exactly the data it would have seen, and rank r of a DDP job draws only its rows
@@ -112,6 +115,10 @@ class TrainStream:
         pair = np.arange(n * self._n_second)
         self._first = pair // self._n_second + 1  # i-major loop order
         self._second = pair % self._n_second + 1
+        if task.name == "or":  # the exhaustive set's weights: min(i, j) problems per pair
+            depth = np.minimum(self._first, self._second)
+            layers = np.concatenate([np.flatnonzero(depth > c) for c in range(int(depth.max()))])
+            self._first, self._second = self._first[layers], self._second[layers]
         self.width = row_width(words_needed(task.name, n, self._n_second))
         self.pad_width = row_width(pad_words_needed(task.name, n, self._n_second, task.index_hints))
         self.tokenizer = get_tokenizer(task.tokenizer_name)
