@@ -3,6 +3,8 @@
 * index-hint scoring: the official rule (digits only, hints dropped, twice the answer field) by
   default, the strict rule as an option, both named in every results row;
 * bitwise-OR training data: pairs weighted by min(i, j), as the official exhaustive set;
+* budgets: the paper's compute per figure in A4000-hours of model FLOPs, the same samples and steps
+  on any hardware and any number of workers, and stated in words before a sweep runs;
 """
 
 from types import SimpleNamespace
@@ -20,6 +22,8 @@ from abacus_ray.evaluation.plan import settings_for
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.tasks.evalsets import eval_problems
 from abacus_ray.tasks.stream import TrainStream
+from abacus_ray.training import budget as budget_module
+from abacus_ray.training.budget import A4000_HOUR_FLOPS, plan, sample_flops
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS, get_tokenizer
 from tests.test_eval_runner import FlawedOracle, true_answer
 
@@ -115,3 +119,97 @@ def test_or_stream_weighs_each_length_pair_as_the_exhaustive_set_does():
     for p, a, b in zip(problems, *stream.pairs(5, 300), strict=True):
         u, v = p.prompt[:-1].split("+")
         assert (len(u), len(v), len(p.answer)) == (a, b, max(a, b)) and p.answer.count("1") == 1
+
+
+# --- budgets ---------------------------------------------------------------------------------------
+
+def test_every_paper_sweep_budget_is_the_papers_compute_for_its_figure():
+    """Table 4: addition and sorting 24 A4000-hours, bitwise OR 1 (the "FF w/ II" shell 24),
+    multiplication 192 (8 GPUs x 24 h), whatever the number of workers."""
+    from abacus_ray.cli.sweep import load_sweep
+    from abacus_ray.sweep import Sweep
+    expected = {"mul": {192.0}, "or": {1.0, 24.0}}
+    for name in ("fig3_embeddings", "fig4_depth_recurrence", "fig6_multiplication", "fig7_relative",
+                 "fig8_bitwise_or", "fig10_k", "table1_sorting"):
+        sweep: Sweep = load_sweep(name)
+        for t in sweep.expand("paper"):
+            tc = t.config.train
+            assert tc.budget_hours is None, t.name  # no wall-clock limit: the same compute on any GPU
+            assert tc.budget_a4000_hours in expected.get(t.config.task.name, {24.0}), t.name
+    mul = load_sweep("fig6_multiplication").expand("paper")[0].config
+    assert mul.cluster.workers == 8
+    one = plan(mul.with_overrides({"cluster.workers": 1}), 1)
+    eight = plan(mul, 8)
+    assert eight["samples"] == one["samples"]  # eight workers train what one would, not an eighth
+    assert eight["model_flops"] == pytest.approx(192 * A4000_HOUR_FLOPS, rel=1e-6)
+
+
+def test_dry_run_states_the_budget_in_samples_steps_and_hours(tmp_path, capsys):
+    import json
+
+    from abacus_ray.cli import main
+    assert main(["sweep", "fig6_multiplication", "--dry-run", "--preset", "paper", "--storage", str(tmp_path)]) == 0
+    trial = json.loads(capsys.readouterr().out)["trials"][0]
+    b = trial["budget"]
+    assert b["a4000_hours"] == 192 and b["workers"] == 8 and b["samples"] > 1e8 and b["optimizer_steps"] > 1e4
+    assert b["device_hours"] is None and b["wall_hours"] is None
+    assert main(["sweep", "fig6_multiplication", "--dry-run", "--preset", "paper", "--storage", str(tmp_path),
+                 "--budget-hours", "24"]) == 0
+    b = json.loads(capsys.readouterr().out)["trials"][0]["budget"]
+    assert (b["device_hours"], b["wall_hours"]) == (24, 3)  # 24 device-hours on 8 workers: 3 wall-hours
+
+
+def _a4000_config(samples: int, **extra):
+    base = preset("tiny", {"model.hidden": 32, "model.intermediate": 64, "model.heads": 2, "train.micro_batch": 8,
+                           "train.global_batch": 32, "train.batch_ramp": 0.6, "train.max_steps": None,
+                           "train.budget_hours": None, "train.budget_a4000_hours": 1.0,
+                           "train.report_every_s": 1e-9})
+    hours = samples * sample_flops(base) / A4000_HOUR_FLOPS
+    return base.with_overrides({"train.budget_a4000_hours": hours, **extra})
+
+
+def test_a4000_budget_trains_the_same_samples_steps_and_weights_on_fast_and_slow_hardware(monkeypatch):
+    from abacus_ray.training.loop import train
+    cfg = _a4000_config(400)
+    expected = plan(cfg)
+    assert 390 <= expected["samples"] <= 400 and expected["optimizer_steps"] > 1
+    fast = train(cfg)
+    clock = iter(range(0, 10**9, 3600))  # every clock reading an hour later: a very slow device
+    monkeypatch.setattr(budget_module, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: next(clock))}))
+    slow = train(cfg)
+    for run in (fast, slow):
+        assert run.metrics["step"] == expected["optimizer_steps"]
+        assert run.metrics["samples"] >= expected["samples"] > run.metrics["samples"] - 32
+    assert slow.model_id == fast.model_id and slow.losses == fast.losses  # the same training, bit for bit
+    hours = train(cfg.with_overrides({"train.budget_hours": 2.5}))  # a wall-clock limit on that slow device
+    assert hours.metrics["step"] < expected["optimizer_steps"]  # stops early: hardware decides the training
+
+
+# --- per-architecture micro-batch and Fig. 8's models ----------------------------------------------
+
+def _micro_batches(name: str) -> dict[tuple, set[int]]:
+    from abacus_ray.cli.sweep import load_sweep
+    out: dict[tuple, set[int]] = {}
+    for t in load_sweep(name).expand("paper"):
+        m = t.config.model
+        key = (m.layers, m.recurrences, m.injection, m.positions, t.config.train.budget_a4000_hours)
+        out.setdefault(key, set()).add(t.config.train.micro_batch)
+    return out
+
+
+def test_micro_batches_are_the_official_shells():
+    """docs/official-code.md §6.10: 256 for the addition ST, the Fig. 7 Abacus combinations and the OR
+    "FF" shells, 512 for ST w/ II and LT."""
+    for key, mbs in _micro_batches("fig3_embeddings").items():
+        assert mbs == ({256} if key[2] == "first" else {512}), key
+    fig7 = {key[3]: mbs for key, mbs in _micro_batches("fig7_relative").items()}
+    assert fig7 == {"abacus+fire": {256}, "abacus+rope": {256}, "fire": {512}, "rope": {512}}
+
+
+def test_fig8_trains_the_models_of_the_official_or_shells():
+    """No OR shell trains an ST without injection: "ST" is the FF shell (skip flag, 1 A4000-hour),
+    "ST w/ II" the FF w/ II shell (24 A4000-hours); LT 1 x 16 with micro-batch 512."""
+    models = _micro_batches("fig8_bitwise_or")
+    shapes = {(L, R, inj, budget): mbs for (L, R, inj, _pos, budget), mbs in models.items()}
+    assert shapes == {(1, 16, "every", 1.0): {512}, (16, 1, "every", 1.0): {256}, (16, 1, "every", 24.0): {256}}
+    assert {pos for (*_, pos, _b) in models} == {"abacus", "fire", "nope"}

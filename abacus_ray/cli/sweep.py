@@ -69,7 +69,9 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
                    help="tiny: CPU-minutes per model on a laptop; paper: the paper's setting (GPU cluster)")
     p.add_argument("--seeds", type=int, default=None, help="training seeds per configuration (default: the figure's)")
     p.add_argument("--budget-hours", type=float, default=None,
-                   help="training budget per trial in device-hours (GPU-hours on GPUs)")
+                   help="a wall-clock limit per trial in device-hours: wall hours x devices (GPU-hours on GPUs), "
+                        "so 24 on 8 workers stops after 3 wall-hours; the paper preset's budget is in A4000-hours "
+                        "of model FLOPs (train.budget_a4000_hours), the same samples on any GPU")
     p.add_argument("--storage", default="results", help="root directory for trials, checkpoints and Parquet results")
     p.add_argument("--address", default=None,
                    help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray on 127.0.0.1)")
@@ -129,9 +131,13 @@ def handler(args: argparse.Namespace) -> int:
         return parsed
     trials = expand(sweep, parsed)
     if parsed.dry_run:
+        from abacus_ray.training.budget import plan
+
         print(json.dumps({"sweep": sweep.name, "caption": sweep.caption, "preset": parsed.preset,
                           "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
-                          "trials": [{"name": t.name, "params": t.params, "config": t.config.to_dict()} for t in trials]},
+                          "trials": [{"name": t.name, "params": t.params,
+                                      "budget": plan(t.config, t.config.cluster.workers),
+                                      "config": t.config.to_dict()} for t in trials]},
                          indent=2))
         return 0
     if parsed.num_cpus is not None and parsed.num_cpus < 1:

@@ -70,6 +70,20 @@ class ProgressLine:
         self.stream.flush()
 
 
+def budget_limits(p: dict) -> list[str]:
+    """A budget plan (`training.budget.plan`) in words, e.g. ["24 A4000-h = 5.6e7 samples", "1000 device-h"]."""
+    out = []
+    if p["a4000_hours"] is not None:
+        out.append(f"{p['a4000_hours']:g} A4000-h = {p['model_flops']:.3g} model FLOPs = {p['samples']:,} samples")
+    elif p["samples"] is not None:
+        out.append(f"{p['samples']:,} samples")
+    if p["optimizer_steps"] is not None:
+        out.append(f"{p['optimizer_steps']:,} steps")
+    if p["device_hours"] is not None:
+        out.append(f"{p['device_hours']:g} device-h = {p['wall_hours']:g} wall-h on {p['workers']} device(s)")
+    return out
+
+
 def handler(args: argparse.Namespace) -> int:
     from abacus_ray.model.checkpoint import (
         STATE_FILE,
@@ -77,6 +91,7 @@ def handler(args: argparse.Namespace) -> int:
         latest_checkpoint,
         load_checkpoint,
     )
+    from abacus_ray.training.budget import plan
     from abacus_ray.training.loop import train
 
     out = check_output_dir(args.out, "--out")  # before any training: a checkpoint must be writable
@@ -97,10 +112,9 @@ def handler(args: argparse.Namespace) -> int:
         cfg = config_from_args(args)
     device = check_device(args.device)
     m, t, tc = cfg.model, cfg.task, cfg.train
-    limits = [f"{tc.budget_hours:g} device-h"] + ([f"{tc.max_steps:,} steps"] if tc.max_steps else []) + \
-             ([f"{tc.max_samples:,} samples"] if tc.max_samples else [])
+    limits = budget_limits(plan(cfg))
     print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} {m.positions}, "
-          f"on {device}; budget {' or '.join(limits)}"
+          f"on {device}; budget {'; '.join(limits)}"
           + (f"; resuming {latest}" if args.resume else ""), file=sys.stderr, flush=True)
     result = train(cfg, device, report=ProgressLine(sys.stderr), checkpoint_dir=out,
                    resume_from=latest if args.resume else None)

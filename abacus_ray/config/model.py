@@ -84,7 +84,10 @@ def looped(layers: int, recurrences: int, injection: str = "every") -> dict[str,
 
 
 # The paper's three architectures at effective depth 16, and the tiny preset's stand-ins for them.
-PAPER_ARCHS = (standard(16), standard_ii(16), looped(1, 16))
+# The official addition shells train ST with micro-batch 256, ST w/ II and LT with 512 (the preset's;
+# docs/official-code.md §6.5, §6.10): under a budget the micro-batch sets where the batch ramp starts.
+ST_MICRO_BATCH = 256
+PAPER_ARCHS = ({**standard(16), "train.micro_batch": ST_MICRO_BATCH}, standard_ii(16), looped(1, 16))
 EMBEDDINGS = ("abacus", "fire", "nope")  # Fig. 3's position embeddings
 TINY_ARCHS = (standard(2), standard_ii(2), looped(1, 2))
 

@@ -13,7 +13,8 @@ from abacus_ray.config.train import TrainConfig
 
 def _paper() -> ExperimentConfig:
     """Table 5: hidden 1024, intermediate 2048, 16 heads, k = 100, 512-row table, lr 1e-4, batch 8192,
-    24 h budget; ST w/ II 16 x 1 on size-20 addition (sweeps change the architecture)."""
+    a budget of 24 RTX A4000-hours counted as model FLOPs, so every GPU trains the same samples
+    (Table 4, docs/fidelity.md); ST w/ II 16 x 1 on size-20 addition (sweeps change the architecture)."""
     return ExperimentConfig(name="paper")
 
 
@@ -31,7 +32,7 @@ def _tiny() -> ExperimentConfig:
         task=TaskConfig(name="add", train_max_len=5),
         model=ModelConfig(layers=2, recurrences=1, injection="every", hidden=128, intermediate=512,
                           heads=4, max_k=15, abacus_table=256),
-        train=TrainConfig(budget_hours=0.1, max_steps=3000, lr=1e-3, global_batch=64, micro_batch=64,
+        train=TrainConfig(budget_a4000_hours=None, budget_hours=0.1, max_steps=3000, lr=1e-3, global_batch=64, micro_batch=64,
                           batch_ramp=0.0, report_every_s=5.0, checkpoint_every_min=1.0),
         eval=EvalConfig(grids=("tiny-addition",), per_cell=20),
     )

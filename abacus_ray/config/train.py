@@ -22,13 +22,16 @@ REDUCTIONS = ("mean", "none")
 class TrainConfig:
     """How a model is trained.
 
-    The budget is in device-hours (GPU-hours on GPUs; on CPU wall-hours x workers, stated so in
-    reports). `max_steps` (optimiser steps) and `max_samples` are optional extra limits; the budget
-    fraction that drives the lr schedule and the batch ramp is the largest of the three fractions,
-    so a steps-only budget (huge `budget_hours`) makes training deterministic and resumable exactly.
+    The budget (`training/budget.py`, docs/fidelity.md "Training") is any of four limits, and the
+    fraction that drives the lr schedule, the batch ramp and the stop is the largest of theirs:
+    `budget_a4000_hours`, the paper's hardware-independent compute (Table 4's RTX A4000-hours as
+    model FLOPs, so the same samples on any GPU; the default, 24); `budget_hours`, device-hours on
+    this hardware (wall time x devices held); `max_steps` (optimiser steps); `max_samples`. A budget
+    without wall-clock limits is deterministic and exactly resumable.
     """
 
-    budget_hours: float = 24.0
+    budget_a4000_hours: float | None = 24.0
+    budget_hours: float | None = None
     max_steps: int | None = None
     max_samples: int | None = None
     lr: float = 1e-4
@@ -53,7 +56,12 @@ class TrainConfig:
     compile: bool = False  # torch.compile; experimental: a 20-min H100 run crashed in the compiled graph (results §5)
 
     def __post_init__(self) -> None:
-        check(self.budget_hours > 0, "train.budget_hours", f"must be > 0, got {self.budget_hours}")
+        check(self.budget_a4000_hours is None or self.budget_a4000_hours > 0, "train.budget_a4000_hours",
+              f"must be > 0, got {self.budget_a4000_hours}")
+        check(self.budget_hours is None or self.budget_hours > 0, "train.budget_hours",
+              f"must be > 0, got {self.budget_hours}")
+        check(any(v is not None for v in (self.budget_a4000_hours, self.budget_hours, self.max_steps, self.max_samples)),
+              "train.budget_a4000_hours", "no budget: set it, train.budget_hours, train.max_steps or train.max_samples")
         check(self.max_steps is None or self.max_steps >= 1, "train.max_steps", f"must be >= 1, got {self.max_steps}")
         check(self.max_samples is None or self.max_samples >= 1, "train.max_samples",
               f"must be >= 1, got {self.max_samples}")

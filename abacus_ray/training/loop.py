@@ -33,13 +33,12 @@ from torch import nn
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.model import checkpoint as ckpt
 from abacus_ray.model.precision import resolve_precision
-from abacus_ray.training.budget import Budget
+from abacus_ray.training.budget import Budget, expected_depths
 from abacus_ray.training.distributed import agree, global_denominator, rank_and_world, wrap_ddp
 from abacus_ray.training.objective import answer_loss, loss_denominator
 from abacus_ray.training.optimizer import build_optimizer, set_lr
 from abacus_ray.training.progressive import (
     backprop_limit,
-    depth_distribution,
     micro_batch_generator,
     plan_calls,
     throttle_factor,
@@ -69,17 +68,6 @@ def _check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path)
                 diff = [k for k in mine if mine[k] != theirs.get(k)]
                 section = f"{section}.{diff[0]}" if diff else section
             raise ValueError(f"resume_from: {path} was trained with a different {section}")
-
-
-def _expected_depths(cfg: ExperimentConfig, limit: int) -> tuple[float, float]:
-    """(E[total recurrences], E[grad recurrences]) per micro-batch, for FLOPs accounting."""
-    r, alpha = cfg.model.recurrences, cfg.train.alpha
-    dist = depth_distribution(r, limit)
-    total = sum(float(p) * (n + k) for (n, k), p in dist.items()) if alpha != 0 else 0.0
-    grad = sum(float(p) * k for (n, k), p in dist.items()) if alpha != 0 else 0.0
-    if alpha != 1:
-        total, grad = total + r, grad + limit
-    return total, grad
 
 
 def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_group: Any = None,
@@ -121,7 +109,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     optimizer = build_optimizer(model, tc, device)
     precision = resolve_precision(tc.precision, device)
     scaler = precision.grad_scaler()
-    budget = Budget.from_config(tc, world)
+    budget = Budget.from_config(cfg, world)
     micro_index, tokens_total = 0, 0
     if saved_state is not None:
         optimizer.load_state_dict(saved_state["optimizer"])
@@ -150,7 +138,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     limit = backprop_limit(recurrences, tc.max_backprop)
     throttle = throttle_factor(recurrences, limit) if tc.throttle else 1.0
     max_k = cfg.model.max_k if cfg.model.uses_abacus else None
-    depth_total, depth_grad = _expected_depths(cfg, limit)
+    depth_total, depth_grad = expected_depths(cfg)
     peak = peak_flops(device)
     losses: list[float] = []
 
