@@ -213,3 +213,29 @@ def test_fig8_trains_the_models_of_the_official_or_shells():
     shapes = {(L, R, inj, budget): mbs for (L, R, inj, _pos, budget), mbs in models.items()}
     assert shapes == {(1, 16, "every", 1.0): {512}, (16, 1, "every", 1.0): {256}, (16, 1, "every", 24.0): {256}}
     assert {pos for (*_, pos, _b) in models} == {"abacus", "fire", "nope"}
+
+
+# --- precision ---------------------------------------------------------------------------------------
+
+def test_tf32_is_a_named_precision_and_cpu_runs_it_as_fp32():
+    from abacus_ray.config.train import resolved_precision
+    from abacus_ray.model.precision import resolve_precision
+    assert resolved_precision("tf32", "cuda") == "tf32" and resolved_precision("tf32", "cpu") == "fp32"
+    assert resolve_precision("tf32", "cpu", "eval.precision").name == "fp32"  # rows record what ran
+    assert EvalConfig(precision="tf32").precision == "tf32"
+
+
+def test_precision_verdicts_counts_flips_in_both_directions(tmp_path, capsys):
+    """The measuring script behind docs/fidelity.md's precision numbers, on a briefly trained model."""
+    from abacus_ray.model.checkpoint import save_checkpoint
+    from abacus_ray.model.transformer import ArithmeticTransformer
+    from benchmarks.precision_verdicts import compare, main
+    assert compare({(1, 1): [True, False, True]}, {(1, 1): [False, True, True]}) == [
+        {"i": 1, "j": 1, "n": 3, "right_ref": 2, "right": 2, "changed": 2}]  # equal accuracy, two flips
+    cfg = preset("tiny")
+    save_checkpoint(tmp_path / "ckpt", ArithmeticTransformer.for_experiment(cfg), cfg, {"step": 0})
+    assert main([str(tmp_path / "ckpt"), "--grid", "cells:1-2x1-2", "--per-cell", "5", "--precisions", "fp32", "bf16",
+                 "tf32", "--csv", str(tmp_path / "c.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "4 cells, 20 problems" in out and "tf32: runs as fp32 on cpu" in out
+    assert "bf16: " in out and "verdicts changed" in out and (tmp_path / "c.csv").exists()

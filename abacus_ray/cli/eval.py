@@ -15,6 +15,7 @@ import sys
 
 from abacus_ray.cli import check_device, check_output_dir
 from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
+from abacus_ray.config.train import PRECISIONS
 
 
 def register(subparsers) -> None:
@@ -36,8 +37,8 @@ def register(subparsers) -> None:
     p.add_argument("--samples", action="store_true",
                    help="also write per-problem rows (prompt, target, greedy prediction) to RESULTS/samples; "
                         "predictions come from KV-cache decoding")
-    p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default=None,
-                   help="auto: bf16 autocast on CUDA, fp32 on CPU")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="auto: bf16 autocast on CUDA, fp32 on CPU; tf32: fp32 with TF32 matrix products (CUDA)")
     p.add_argument("--token-budget", type=int, default=None,
                    help="tokens per batch (rows x padded length); default sized to the device")
     p.add_argument("--sort-require-eos", action="store_true", default=None,

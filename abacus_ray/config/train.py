@@ -6,14 +6,16 @@ from dataclasses import dataclass
 
 from abacus_ray.config.dicts import check, check_choice
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 
 
 def resolved_precision(name: str, device_type: str) -> str:
     """The one "auto" rule, for training and evaluation: bf16 on CUDA, fp32 elsewhere (on CPU autocast
-    is slower than fp32 for models this small)."""
+    is slower than fp32 for models this small). TF32 exists on CUDA only: elsewhere it is fp32."""
     if name == "auto":
         return "bf16" if device_type == "cuda" else "fp32"
+    if name == "tf32" and device_type != "cuda":
+        return "fp32"
     return name
 REDUCTIONS = ("mean", "none")
 

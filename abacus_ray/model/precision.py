@@ -2,7 +2,9 @@
 
 `auto` (the rule in `config.train.resolved_precision`) picks bf16 autocast on CUDA (no loss scaling needed) and plain fp32 on CPU, where autocast is
 slower than fp32 for models this small. `fp16` is the paper's setting: fp16 autocast with a
-GradScaler, fp32 master weights. Master weights are fp32 in every mode.
+GradScaler, fp32 master weights. Master weights are fp32 in every mode. On CUDA `fp32` means true
+fp32 matrix products and `tf32` lets them run on TF32 tensor cores (the official evaluation's fp32
+with PyTorch's default; docs/fidelity.md measures how many verdicts each changes).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from abacus_ray.config.train import PRECISIONS, resolved_precision
 
 @dataclass(frozen=True)
 class Precision:
-    name: str  # resolved: fp32 | bf16 | fp16
+    name: str  # resolved: fp32 | tf32 | bf16 | fp16
     device_type: str
 
     @property
@@ -25,13 +27,26 @@ class Precision:
         return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.name)
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        if self.dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+        if self.dtype is not None:
+            return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+        if self.device_type == "cuda":
+            return _matmul_tf32(self.name == "tf32")
+        return contextlib.nullcontext()
 
     def grad_scaler(self) -> torch.amp.GradScaler:
         """A GradScaler, enabled only for fp16 (a disabled scaler is a no-op pass-through)."""
         return torch.amp.GradScaler(self.device_type, enabled=self.name == "fp16")
+
+
+@contextlib.contextmanager
+def _matmul_tf32(allowed: bool):
+    """fp32 matrix products on CUDA with TF32 allowed or not, restored afterwards."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def resolve_precision(name: str, device: torch.device | str, key: str = "train.precision") -> Precision:
