@@ -203,12 +203,13 @@ def test_zero_initial_state_is_deterministic_without_noise():
 
 
 def test_torch_compile_traces_the_noise_initial_state_at_varying_lengths():
-    """`train.compile` wraps the model in torch.compile; training draws the noise initial state itself
-    (noise=None) and batch lengths vary, so the draw must trace with a symbolic length. Dynamo's
-    tracing is what failed (`randn(..., generator=None)`), so the eager backend is enough to check it."""
+    """The whole model under torch.compile (what `train.compile` did before it compiled the block alone,
+    and what a user may do for evaluation): the forward draws the noise initial state itself
+    (noise=None) and lengths vary, so the draw must trace with a symbolic length. Dynamo's tracing
+    is what failed (`randn(..., generator=None)`), so the eager backend is enough to check it."""
     torch._dynamo.reset()
     model = build().train()
-    compiled = torch.compile(model, backend="eager")  # as train.compile: shapes turn dynamic on change
+    compiled = torch.compile(model, backend="eager")  # shapes turn dynamic on change
     for s in (14, 17, 11):
         ids = batch(s=s)
         logits = compiled(ids, abacus_offset=0)

@@ -10,6 +10,8 @@ import torch.multiprocessing as mp
 
 from abacus_ray.config import preset
 from abacus_ray.model.checkpoint import latest_checkpoint, load_checkpoint
+from abacus_ray.tasks.tokenizer import get_tokenizer
+from abacus_ray.training.budget import padded_length
 from abacus_ray.training.loop import train
 
 # A small 1 x 2 looped model (progressive loss draws n in {0, 1}), noise initial state, Abacus k <= 6,
@@ -114,3 +116,36 @@ def test_ddp_two_gloo_ranks_match_one_process(tmp_path):
     for r in ranks:
         for k, v in r["params"].items():
             torch.testing.assert_close(v, ref[k], rtol=1e-3, atol=1e-4)
+
+
+def test_compiled_training_survives_changing_depths_offsets_and_lengths(monkeypatch):
+    """`train.compile` used to wrap the whole forward: after the first recompile the progressive loss's
+    (n, k) and the Abacus offset turned symbolic and Dynamo crashed (on CPU at
+    `set_grad_enabled(r >= first_grad)`; in the H100 run as "invalid shape dimension", issue 18).
+    Now only the recurrent block is compiled, on batches padded to one length: a 1 x 4 loop, whose
+    (n, k), offset and batch lengths change every call, trains through, with a fixed handful of graphs."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real(fn, **{**kw, "backend": counting_backend}))
+    cfg = small("train.max_steps=8", "train.compile=true", "model.recurrences=4", "task.train_max_len=5")
+    result = train(cfg)
+    assert len(result.losses) == 8 and all(math.isfinite(x) for x in result.losses)
+    # at most one graph per autograd situation (no grad; grad on a fresh state; grad on a state with
+    # history), none for a new (n, k), offset or batch length
+    assert 1 <= len(graphs) <= 3
+    model = result.model.train()
+    tok = get_tokenizer("pad")
+    ids = torch.tensor([tok.encode("12+3=42", eos=True), tok.encode("99+9=801", eos=True)[:8]])
+    length = padded_length(cfg.task)  # the fixed length: the longest size-5 line + EOS
+    assert length == 19
+    ids = torch.nn.functional.pad(ids, (0, length - ids.shape[1]))
+    noise = torch.randn(2, length, 32)
+    compiled = model(ids, noise=noise, abacus_offset=2, recurrences=3, grad_recurrences=1)
+    model._compiled_block = None
+    torch.testing.assert_close(compiled, model(ids, noise=noise, abacus_offset=2, recurrences=3, grad_recurrences=1))

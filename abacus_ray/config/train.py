@@ -55,7 +55,7 @@ class TrainConfig:
     mask_before_equals: bool = True  # False: also score the prompt (Fig. 16)
     report_every_s: float = 10.0
     checkpoint_every_min: float = 30.0
-    compile: bool = False  # torch.compile; experimental: a 20-min H100 run crashed in the compiled graph (results §5)
+    compile: bool = False  # torch.compile of the recurrent block alone, batches padded to one length (model.compile_block)
 
     def __post_init__(self) -> None:
         check(self.budget_a4000_hours is None or self.budget_a4000_hours > 0, "train.budget_a4000_hours",

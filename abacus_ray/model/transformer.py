@@ -59,6 +59,7 @@ class ArithmeticTransformer(nn.Module):
         # One host sync per forward checks ids and Abacus positions (a clear ValueError instead of a
         # device-side assert); a compiled training loop that trusts its data may switch it off.
         self.validate_inputs = True
+        self._compiled_block = None  # `compile_block`
 
     @classmethod
     def for_experiment(cls, cfg: ExperimentConfig) -> ArithmeticTransformer:
@@ -205,10 +206,33 @@ class ArithmeticTransformer(nn.Module):
             raise table_error(f"Abacus position {longest + offset}", longest + offset + 1, self.cfg.abacus_table,
                               f"a {longest}-digit run + offset k={offset}")
 
+    def compile_block(self, **compile_kwargs) -> None:
+        """Compile the recurrent block alone, as the official code does (docs/official-code.md §6.6).
+
+        The block's graph sees only tensors of fixed shape: the depth, the progressive loss's (n, k)
+        and the Abacus offset stay in eager Python around it, so they can change every call without
+        a recompile. Compiling the whole forward made those ints symbolic after the first recompile
+        and crashed (issue 18). Callers keep the sequence length fixed too (the training loop pads
+        every batch to the task's longest line, `training.budget.padded_length`); a new length only
+        costs one more graph. Decoding with a KV cache stays eager.
+        """
+        self._compiled_block = torch.compile(self._block, dynamic=False, **compile_kwargs)
+
+    def _block(self, state: Tensor, emb: Tensor) -> Tensor:
+        """One application of the layer stack without a cache (what `compile_block` compiles)."""
+        every = self.cfg.injection == "every"
+        for layer in self.layers:
+            if every:
+                state = state + emb
+            state, _ = layer(state, 0, None, cached=False)
+        return state
+
     def _recurrence(self, state: Tensor, emb: Tensor, r: int, start: int, cache: KVCache | None) -> Tensor:
         inject = self.cfg.injection
         if inject == "first" or (inject == "none" and r == 0):
             state = state + emb
+        if cache is None and self._compiled_block is not None:
+            return self._compiled_block(state, emb)
         for index, layer in enumerate(self.layers):
             if inject == "every":
                 state = state + emb

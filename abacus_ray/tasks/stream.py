@@ -68,6 +68,20 @@ def _code_point_table(tokenizer: Tokenizer) -> np.ndarray:
     return table
 
 
+def pad_batch(batch: Batch, length: int, bucket: int = 16) -> Batch:
+    """`batch` padded with PAD (never scored) to `length` tokens, the fixed shape a compiled block
+    wants; a longer batch (random padding) goes up to a multiple of `bucket`, so shapes stay few.
+    Trailing pads change no logit of the real tokens (causal attention)."""
+    s = batch.input_ids.shape[1]
+    target = length if s <= length else -(-s // bucket) * bucket
+    if target == s:
+        return batch
+    extra = target - s
+    ids = torch.nn.functional.pad(batch.input_ids, (0, extra), value=PAD)
+    mask = torch.nn.functional.pad(batch.target_mask, (0, extra), value=False)
+    return Batch(ids, mask, batch.lengths)
+
+
 def encode_problems(problems: Sequence[Problem], tokenizer: Tokenizer) -> Batch:
     """Token ids of `prompt + answer + [EOS]` per problem, padded to the longest; one pass over all text."""
     if len(problems) == 0:

@@ -33,7 +33,7 @@ from torch import nn
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.model import checkpoint as ckpt
 from abacus_ray.model.precision import resolve_precision
-from abacus_ray.training.budget import Budget, expected_depths
+from abacus_ray.training.budget import Budget, expected_depths, padded_length
 from abacus_ray.training.distributed import agree, global_denominator, rank_and_world, wrap_ddp
 from abacus_ray.training.objective import answer_loss, loss_denominator
 from abacus_ray.training.optimizer import build_optimizer, set_lr
@@ -81,7 +81,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     resume_from: a checkpoint directory, or a root whose latest checkpoint is used.
     """
     from abacus_ray.model.transformer import ArithmeticTransformer
-    from abacus_ray.tasks.stream import TrainStream
+    from abacus_ray.tasks.stream import TrainStream, pad_batch
 
     tc = cfg.train
     device = torch.device(device)
@@ -129,8 +129,10 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     if world > 1:
         unused = cfg.model.injection == "none" and cfg.model.recurrences > 1
         net = ddp = wrap_ddp(net, device, process_group, find_unused=unused)
-    if tc.compile:
-        net = torch.compile(net)
+    fixed_len = None
+    if tc.compile:  # the block alone, on batches of one fixed length (see `compile_block`)
+        model.compile_block()
+        fixed_len = padded_length(cfg.task)
 
     stream = TrainStream(cfg.task, cfg.seed)
     mbs, mbs_eff = tc.micro_batch, tc.micro_batch * world
@@ -196,6 +198,8 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
         tokens = positions = seq_sum = 0
         for a in range(accum):
             batch = stream.batch(micro_index, mbs, rank, world)
+            if fixed_len is not None:
+                batch = pad_batch(batch, fixed_len)
             calls = plan_calls(recurrences, limit, tc.alpha, micro_batch_generator(cfg.seed, micro_index), max_k)
             micro_index += 1
             ids = batch.input_ids.to(device, non_blocking=True)
