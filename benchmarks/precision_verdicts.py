@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ckpt = load_checkpoint(args.checkpoint, map_location=device)
     cells = cells_for(ckpt.config, resolve_grid_names([args.grid]))
     prepared = prepare(ckpt.config, cells, args.per_cell, args.seed)
-    resolved = {name: resolved_precision(name, device.type) for name in args.precisions}
+    resolved = {name: resolved_precision(name, device.type, evaluation=True) for name in args.precisions}
     ref_name = args.precisions[0]
     reference = verdicts(ckpt.model, prepared, ref_name)
     total = sum(len(v) for v in reference.values())

@@ -38,7 +38,8 @@ def register(subparsers) -> None:
                    help="also write per-problem rows (prompt, target, greedy prediction) to RESULTS/samples; "
                         "predictions come from KV-cache decoding")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
-                   help="auto: bf16 autocast on CUDA, fp32 on CPU; tf32: fp32 with TF32 matrix products (CUDA)")
+                   help="auto: fp32, the official evaluation's; bf16: autocast on CUDA, faster, changes ~0.1 %% of "
+                        "verdicts (docs/fidelity.md); tf32: fp32 with TF32 matrix products (CUDA)")
     p.add_argument("--token-budget", type=int, default=None,
                    help="tokens per batch (rows x padded length); default sized to the device")
     p.add_argument("--sort-require-eos", action="store_true", default=None,

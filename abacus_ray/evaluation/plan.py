@@ -56,7 +56,7 @@ def settings_for(cfg: ExperimentConfig, eval_cfg: EvalConfig, device_type: str, 
         per_cell=eval_cfg.per_cell, eval_seed=eval_cfg.seed, engine=engine,
         recurrences=eval_cfg.recurrences or cfg.model.test_recurrences,
         require_eos=eval_cfg.sort_require_eos if task == "sort" else True,
-        precision=resolved_precision(eval_cfg.precision, device_type), token_budget=eval_cfg.token_budget,
+        precision=resolved_precision(eval_cfg.precision, device_type, evaluation=True), token_budget=eval_cfg.token_budget,
         scoring="digits" if digits else "exact")
 
 

@@ -1,7 +1,8 @@
 """Mixed precision for training steps and evaluation forwards (docs/official-code.md §6.6).
 
-`auto` (the rule in `config.train.resolved_precision`) picks bf16 autocast on CUDA (no loss scaling needed) and plain fp32 on CPU, where autocast is
-slower than fp32 for models this small. `fp16` is the paper's setting: fp16 autocast with a
+`auto` (the rule in `config.train.resolved_precision`) trains with bf16 autocast on CUDA (no loss
+scaling needed) and plain fp32 on CPU, where autocast is slower than fp32 for models this small, and
+evaluates in fp32 everywhere (the official evaluation's precision, docs/fidelity.md). `fp16` is the paper's setting: fp16 autocast with a
 GradScaler, fp32 master weights. Master weights are fp32 in every mode. On CUDA `fp32` means true
 fp32 matrix products and `tf32` lets them run on TF32 tensor cores (the official evaluation's fp32
 with PyTorch's default; docs/fidelity.md measures how many verdicts each changes).
@@ -53,4 +54,4 @@ def resolve_precision(name: str, device: torch.device | str, key: str = "train.p
     if name not in PRECISIONS:
         raise ValueError(f"{key}: {name!r} is not one of {', '.join(PRECISIONS)}")
     device_type = torch.device(device).type
-    return Precision(resolved_precision(name, device_type), device_type)
+    return Precision(resolved_precision(name, device_type, evaluation=key.startswith("eval.")), device_type)
