@@ -280,14 +280,16 @@ def test_match_cuts_each_row_at_its_own_limit():
     assert decode_limit("add", 4) == 7 and decode_limit("sort", 4) == 10
 
 
-def test_briefly_trained_model_engines_agree_and_some_problems_are_right():
+@pytest.fixture(scope="module")
+def trained():
+    """A 1 x 2 looped model trained for 60 steps on 1-digit addition (81 problems, learnable in seconds)."""
     torch.manual_seed(0)
     cfg = ModelConfig(positions="abacus", layers=1, recurrences=2, hidden=32, intermediate=64, heads=2,
                       max_k=2, abacus_table=16)
     model = ArithmeticTransformer(cfg, 19)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     stream = TrainStream(TaskConfig(name="add", train_max_len=1), 0)
-    for step in range(60):  # 1-digit addition: 81 problems, learnable in seconds
+    for step in range(60):
         b = stream.batch(step, 64)
         logits = model(b.input_ids[:, :-1])
         tgt = b.input_ids[:, 1:].masked_fill(~b.target_mask[:, 1:], -100)
@@ -295,7 +297,11 @@ def test_briefly_trained_model_engines_agree_and_some_problems_are_right():
         opt.zero_grad()
         loss.backward()
         opt.step()
-    model.eval()
+    return model.eval()
+
+
+def test_briefly_trained_model_engines_agree_and_some_problems_are_right(trained):
+    model = trained
     cells = prepared("add", [(1, 1), (1, 2), (2, 1)], count=30)
     res = run_all(model, cells)
     assert verdicts(res["teacher"]) == verdicts(res["kv"]) == verdicts(res["naive"])
@@ -304,6 +310,24 @@ def test_briefly_trained_model_engines_agree_and_some_problems_are_right():
         for prompt, pred, stopped, ok in zip(c.prompts_text, o.predictions, o.stopped, o.correct, strict=True):
             a, b = prompt[:-1].split("+")
             assert ok == (stopped and pred.isdigit() and int(pred[::-1]) == int(a[::-1]) + int(b[::-1]))
+
+
+def test_pure_bf16_forward_keeps_the_fp32_verdicts(trained):
+    """`eval.precision=bf16-pure` (issue 18): weights, residual stream and norms in bf16, no fp32 copy.
+    Its verdicts are compared with fp32 problem by problem, with bf16 autocast beside it."""
+    from abacus_ray.model.precision import resolve_precision
+    cells = prepared("add", [(1, 1), (1, 2), (2, 1), (2, 2)], count=50)
+    def correct(precision):
+        return [ok for o in run_cells(trained, cells, precision=precision) for ok in o.correct]
+
+    ref = correct("fp32")
+    assert 0 < sum(ref) < len(ref) == 200
+    bf16 = resolve_precision("bf16-pure", "cpu", "eval.precision").model_for(trained)
+    assert {p.dtype for p in bf16.parameters()} == {torch.bfloat16} and trained.tok.weight.dtype == torch.float32
+    for precision in ("bf16-pure", "bf16"):
+        flips = sum(a != b for a, b in zip(ref, correct(precision), strict=True))
+        assert flips <= 2, (precision, flips)  # of 200 problems: at most 1 %
+    assert resolve_precision("bf16-pure", "cpu", "eval.precision").model_for(trained) is bf16  # one copy
 
 
 def test_predictions_per_recurrence_end_in_the_kv_predictions():

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from abacus_ray.config.dicts import check, check_choice
 
-PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16", "bf16-pure")  # bf16-pure: evaluation only
 
 
 def resolved_precision(name: str, device_type: str, *, evaluation: bool = False) -> str:
@@ -79,6 +79,7 @@ class TrainConfig:
         check(0 <= self.batch_ramp <= 1, "train.batch_ramp", f"must be in [0, 1], got {self.batch_ramp}")
         check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
         check_choice(self.precision, "train.precision", PRECISIONS)
+        check(self.precision != "bf16-pure", "train.precision", "bf16-pure is an evaluation precision; train with bf16")
         check(0 <= self.alpha <= 1, "train.alpha", f"must be in [0, 1], got {self.alpha}")
         check(self.max_backprop is None or self.max_backprop >= 1, "train.max_backprop",
               f"must be >= 1, got {self.max_backprop}")

@@ -253,7 +253,9 @@ def run_cells(model, prepared: Sequence[PreparedCell], *, engine: str = "teacher
     noises = _noise_for(prepared, model, device)
     out = _Verdicts(prepared, engine)
     kw = dict(budget=budget, recurrences=recurrences, require_eos=require_eos, device=device)
-    with resolve_precision(precision, device, "eval.precision").autocast():
+    mode = resolve_precision(precision, device, "eval.precision")
+    model = mode.model_for(model)
+    with mode.autocast():
         if engine == "teacher":
             _score_teacher(model, prepared, noises, out, **kw)
         else:
@@ -276,7 +278,9 @@ def predictions_per_recurrence(model, cell: PreparedCell, *, recurrences: int | 
     groups: dict[int, list[int]] = defaultdict(list)
     for r, p in enumerate(cell.prompts):
         groups[len(p)].append(r)
-    with resolve_precision(precision, device, "eval.precision").autocast():
+    mode = resolve_precision(precision, device, "eval.precision")
+    model = mode.model_for(model)
+    with mode.autocast():
         for p_len, rows in groups.items():
             ids = torch.tensor([cell.prompts[r] for r in rows], dtype=torch.long, device=device)
             sub = None if noise is None else noise[rows, : p_len + cell.max_new]

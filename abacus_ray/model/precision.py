@@ -5,12 +5,16 @@ scaling needed) and plain fp32 on CPU, where autocast is slower than fp32 for mo
 evaluates in fp32 everywhere (the official evaluation's precision, docs/fidelity.md). `fp16` is the paper's setting: fp16 autocast with a
 GradScaler, fp32 master weights. Master weights are fp32 in every mode. On CUDA `fp32` means true
 fp32 matrix products and `tf32` lets them run on TF32 tensor cores (the official evaluation's fp32
-with PyTorch's default; docs/fidelity.md measures how many verdicts each changes).
+with PyTorch's default; docs/fidelity.md measures how many verdicts each changes). `bf16-pure`
+(evaluation only) runs the whole forward in bf16, weights and residual stream included, where
+autocast keeps the residual adds, LayerNorms and noise in fp32 (issue 18: ~45 % of GPU time).
 """
 
 from __future__ import annotations
 
 import contextlib
+import weakref
+from copy import deepcopy
 from dataclasses import dataclass
 
 import torch
@@ -18,14 +22,27 @@ import torch
 from abacus_ray.config.train import PRECISIONS, resolved_precision
 
 
+_BF16_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its bf16 copy (evaluation)
+
+
 @dataclass(frozen=True)
 class Precision:
-    name: str  # resolved: fp32 | tf32 | bf16 | fp16
+    name: str  # resolved: fp32 | tf32 | bf16 | fp16 | bf16-pure
     device_type: str
 
     @property
     def dtype(self) -> torch.dtype | None:
+        """The autocast dtype (None: no autocast)."""
         return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.name)
+
+    def model_for(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The model to run: itself, or for `bf16-pure` a bf16 copy, made once per model object."""
+        if self.name != "bf16-pure":
+            return model
+        copy = _BF16_COPIES.get(model)
+        if copy is None:
+            copy = _BF16_COPIES[model] = deepcopy(model).to(torch.bfloat16).eval()
+        return copy
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.dtype is not None:
