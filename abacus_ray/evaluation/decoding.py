@@ -113,6 +113,7 @@ class Match(NamedTuple):
     first_correct: list[bool]
     stopped: list[bool]  # EOS within the row's limit
     predictions: list[list[int]]  # generated ids up to (excluding) EOS, within the row's limit
+    wrong_token: list[int]  # the generated token at `first_wrong` (PAD past the output's end); -1 if correct
 
 
 def match(generated: Tensor, targets: list[list[int]], limits: list[int], *, require_eos: bool = True,
@@ -125,7 +126,7 @@ def match(generated: Tensor, targets: list[list[int]], limits: list[int], *, req
     index-hint rule, which drops the hint symbols (ids above `=`) and scores the digits (§2.4).
     """
     rows = generated.tolist()
-    res = Match([], [], [], [], [])
+    res = Match([], [], [], [], [], [])
     for row, target, limit in zip(rows, targets, limits, strict=True):
         row = row[:limit]
         if drop_above is not None:
@@ -142,4 +143,5 @@ def match(generated: Tensor, targets: list[list[int]], limits: list[int], *, req
         res.first_correct.append(bool(want) and got[0] == want[0])
         res.stopped.append(stopped)
         res.predictions.append(pred)
+        res.wrong_token.append(got[wrong] if wrong >= 0 else -1)
     return res

@@ -75,6 +75,7 @@ class CellOutcome:
     correct: list[bool]
     first_wrong: list[int]
     first_correct: list[bool]
+    wrong_tokens: list[int] = field(default_factory=list)  # the model's token at first_wrong; -1 if correct
     seconds: float = 0.0
     predictions: list[str] | None = None
     stopped: list[bool] | None = None
@@ -154,13 +155,15 @@ class _Verdicts:
         self.correct = [[False] * c.n for c in prepared]
         self.first_wrong = [[-1] * c.n for c in prepared]
         self.first_ok = [[False] * c.n for c in prepared]
+        self.wrong_token = [[-1] * c.n for c in prepared]
         decoded = engine != "teacher"
         self.preds = [[""] * c.n for c in prepared] if decoded else None
         self.stopped = [[False] * c.n for c in prepared] if decoded else None
         self.seconds = [0.0] * len(prepared)
 
-    def set(self, c: int, r: int, correct: bool, first_wrong: int, first_ok: bool) -> None:
+    def set(self, c: int, r: int, correct: bool, first_wrong: int, first_ok: bool, wrong_token: int) -> None:
         self.correct[c][r], self.first_wrong[c][r], self.first_ok[c][r] = correct, first_wrong, first_ok
+        self.wrong_token[c][r] = wrong_token
 
     def charge(self, rows: list[tuple[int, int]], elapsed: float, cost) -> None:
         """Split a batch's wall time among its cells in proportion to their rows' `cost(c, r)`."""
@@ -173,7 +176,7 @@ class _Verdicts:
 
     def outcomes(self) -> list[CellOutcome]:
         return [CellOutcome(p.cell, self.engine, self.correct[c], self.first_wrong[c], self.first_ok[c],
-                            self.seconds[c], None if self.preds is None else self.preds[c],
+                            self.wrong_token[c], self.seconds[c], None if self.preds is None else self.preds[c],
                             None if self.stopped is None else self.stopped[c], p)
                 for c, p in enumerate(self.prepared)]
 
@@ -198,8 +201,9 @@ def _score_teacher(model, prepared, noises, out: _Verdicts, *, budget, recurrenc
         res = teacher_forced(model, ids.to(device), mask.to(device), recurrences=recurrences, noise=noise,
                              require_eos=require_eos)
         ok, fw, fc = res.correct.tolist(), res.first_wrong.tolist(), res.first_correct.tolist()
+        wt = res.wrong_token.tolist()
         for b, (c, r) in enumerate(chunk):
-            out.set(c, r, ok[b], fw[b], fc[b])
+            out.set(c, r, ok[b], fw[b], fc[b], wt[b])
         out.charge(chunk, time.perf_counter() - t0, length)
 
 
@@ -224,7 +228,7 @@ def _score_decoded(model, prepared, noises, out: _Verdicts, *, decode, budget, r
                       [prepared[c].max_new for c, _ in chunk], require_eos=require_eos,
                       drop_above=prepared[0].drop_above)
             for b, (c, r) in enumerate(chunk):
-                out.set(c, r, m.correct[b], m.first_wrong[b], m.first_correct[b])
+                out.set(c, r, m.correct[b], m.first_wrong[b], m.first_correct[b], m.wrong_token[b])
                 out.preds[c][r] = render(prepared[c].tokenizer, m.predictions[b])
                 out.stopped[c][r] = m.stopped[b]
             out.charge(chunk, time.perf_counter() - t0, cost)

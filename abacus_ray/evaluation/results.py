@@ -70,6 +70,11 @@ _CORE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("n_correct", pa.int64()),
     ("accuracy", pa.float64()),  # n_correct / n, a fraction in [0, 1]
     ("n_first_correct", pa.int64()),  # first answer token right: sorting's "min. elem. only" (Table 2)
+    ("n_carry_errors", pa.int64()),  # wrong answers by class (evaluation/errors.py; schema version 2)
+    ("n_length_errors", pa.int64()),
+    ("n_other_errors", pa.int64()),
+    ("first_wrong_counts", pa.string()),  # JSON list: wrong problems per answer position of the first wrong token
+    ("error_example", pa.string()),  # the cell's first wrong problem: prompt, answer, where, what, class
     ("per_cell", pa.int64()),  # problems requested per cell
     ("eval_seed", pa.int64()),
     ("engine", pa.string()),
@@ -103,6 +108,7 @@ SAMPLE_SCHEMA = pa.schema([
     ("correct", pa.bool_()),
     ("first_wrong", pa.int64()),  # answer position of the first wrong token (len(target) = EOS); -1 if correct
     ("first_correct", pa.bool_()),
+    ("error", pa.string()),  # carry | length | other (evaluation/errors.py); null if correct
     ("engine", pa.string()),
 ])
 

@@ -21,6 +21,7 @@ import torch
 
 from abacus_ray.config import EvalConfig, ExperimentConfig
 from abacus_ray.evaluation.engine import PreparedCell, prepare_cell, run_cells
+from abacus_ray.evaluation.errors import cell_errors
 from abacus_ray.evaluation.grids import Cell, Grid
 from abacus_ray.evaluation.plan import (
     cell_cost,
@@ -82,7 +83,8 @@ def score_cells(checkpoint: Checkpoint, cells: Sequence[Cell], eval_cfg: EvalCon
         now = datetime.now(UTC).isoformat(timespec="seconds")
         for o in outcomes:
             key_cols = s.key_columns(checkpoint.model_id, o.cell)
-            rows.append(base | key_cols | {
+            errors = cell_errors(o)
+            rows.append(base | key_cols | errors.columns() | {
                 "region": region_of(o.cell.task, o.cell.i, o.cell.j, cfg.task.train_max_len, cfg.task.train_max_array),
                 "n_train": cfg.task.train_max_len, "n": o.n, "n_correct": o.n_correct,
                 "accuracy": o.n_correct / o.n, "n_first_correct": sum(o.first_correct),
@@ -94,7 +96,8 @@ def score_cells(checkpoint: Checkpoint, cells: Sequence[Cell], eval_cfg: EvalCon
                                         "prompt": p.prompts_text[r], "target": p.answers_text[r],
                                         "prediction": o.predictions[r], "stopped": o.stopped[r],
                                         "correct": o.correct[r], "first_wrong": o.first_wrong[r],
-                                        "first_correct": o.first_correct[r], "engine": o.engine})
+                                        "first_correct": o.first_correct[r], "error": errors.classes[r],
+                                        "engine": o.engine})
     return rows, sample_rows
 
 

@@ -23,6 +23,7 @@ class TeacherForcedScore(NamedTuple):
     correct: Tensor  # [B] bool
     first_wrong: Tensor  # [B] long: answer position of the first wrong token (EOS = len(answer)); -1 if correct
     first_correct: Tensor  # [B] bool: the first answer token is right (sorting's "min. elem. only")
+    wrong_token: Tensor  # [B] long: the model's token at `first_wrong` (what greedy emits there); -1 if correct
     predicted: Tensor  # [B, S] long: argmax next-token ids, predicted[:, t] is the guess for input_ids[:, t+1]
 
 
@@ -58,7 +59,9 @@ def teacher_forced(model, input_ids: Tensor, target_mask: Tensor, *, recurrences
     has_target = first_target < scored.shape[1]
     ft = first_target.clamp(max=scored.shape[1] - 1)[:, None]
     first_correct = has_target & (predicted[:, :-1].gather(1, ft)[:, 0] == target.gather(1, ft)[:, 0])
-    return TeacherForcedScore(correct, first_wrong, first_correct, predicted)
+    got = predicted[:, :-1].gather(1, first_abs.clamp(max=wrong.shape[1] - 1)[:, None])[:, 0]
+    wrong_token = torch.where(correct, torch.full_like(got, -1), got)
+    return TeacherForcedScore(correct, first_wrong, first_correct, wrong_token, predicted)
 
 
 def score_teacher_forced(model, batch, *, recurrences: int | None = None, noise: Tensor | None = None,
