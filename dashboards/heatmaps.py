@@ -4,11 +4,13 @@ One grid per entry (one model under one set of eval settings) and one per seed g
 grid averages the runs' accuracies cell by cell, as the paper's mean heatmaps do (docs/official-code.md §7.7); its 95 %
 interval is the Wilson interval of the pooled counts. Drawing (orientation: operand one down, operand
 two across; fixed 0-100 colour scale; the red in-distribution square) happens in the browser from
-these arrays, see `static/dashboard.js`.
+these arrays, see `static/dashboard.js`. A model's grid also carries its error analysis per cell, for
+the "Errors in a cell" view.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -44,7 +46,25 @@ def entry_grids(cells: pd.DataFrame, with_first: bool = False) -> dict[int, dict
                      "first_hi": np.atleast_1d(fhi)}
         out[int(entry)] = _grid(g["i"], g["j"], g["accuracy"], g["n"], g["n_correct"], g["acc_lo"], g["acc_hi"],
                                 **extra)
+        errors = error_arrays(g)
+        if errors is not None:
+            out[int(entry)]["errors"] = errors
     return out
+
+
+def error_arrays(g: pd.DataFrame) -> dict[str, list] | None:
+    """A model's wrong answers per cell (evaluation/errors.py): class counts, where answers first go
+    wrong (counts per answer position) and one example; None for results written before schema 2."""
+    if "n_carry_errors" not in g.columns or g["n_carry_errors"].isna().all():
+        return None
+
+    def ints(col: str) -> list[int | None]:
+        return [None if pd.isna(v) else int(v) for v in g[col]]
+
+    positions = [json.loads(v) if isinstance(v, str) else None for v in g["first_wrong_counts"]]
+    examples = [v if isinstance(v, str) else None for v in g["error_example"]]
+    return {"carry": ints("n_carry_errors"), "length": ints("n_length_errors"), "other": ints("n_other_errors"),
+            "positions": positions, "example": examples}
 
 
 def group_grids(cells: pd.DataFrame, with_first: bool = False) -> dict[int, dict[str, Any]]:

@@ -159,6 +159,10 @@ def sweep_page(data: SiteData, name: str, stamp: str) -> str:
             "colour scale, red square = training distribution. Hover a cell for its numbers and 95 % interval.</p>",
             '<section id="controls" class="controls"></section>',
             '<section><h2>Accuracy heatmap</h2><div id="heatmap" class="plot square"></div></section>',
+            '<section id="errors-section"><h2>Errors in a cell</h2><p class=muted>Click a heatmap cell: where in the '
+            'answer this model first goes wrong, and how (carry: one digit off after a carry; length: a digit '
+            'missing or extra; other), with an example.</p><div id="errors" class="plot"></div>'
+            '<p id="errors-example" class="example"></p></section>',
             '<section id="lines-section"><h2>Accuracy on the i = j diagonal</h2>'
             '<div id="lines-controls" class="controls"></div><div id="lines" class="plot"></div></section>',
             '<section><h2>Region means with per-seed points</h2><div id="bars" class="plot"></div></section>']

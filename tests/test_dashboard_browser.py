@@ -147,6 +147,20 @@ def test_sweep_page_plots_selectors_and_hover(site, browser):
     assert f"n = {row['n']}, {row['n_correct']} correct" in hover
     assert f"accuracy: {100 * row['accuracy']:.1f}%" in hover and "95% interval" in hover
 
+    # Click the cell: the errors view shows that cell's wrong answers by class and one example.
+    page.mouse.click(x, y)
+    wrong = int(row["n"] - row["n_correct"])
+    page.wait_for_function(f"(document.querySelector('#errors .gtitle') || document.querySelector('#errors .empty'))"
+                           f".textContent.includes('{i}')")
+    if wrong:
+        title = page.evaluate("document.querySelector('#errors .gtitle').textContent")
+        assert title.startswith(f"Length of Operand One {i}, Length of Operand Two {j}: {wrong} of {row['n']} wrong")
+        for cls in ("carry", "length", "other"):
+            assert f"{cls} {int(row[f'n_{cls}_errors'])}" in title
+        assert page.text_content("#errors-example") == f"Example: {row['error_example']}"
+    else:
+        assert "every answer right" in page.text_content("#errors")
+
     # The seed mean of the two runs.
     page.select_option("#sel-mode", "mean")
     page.wait_for_function("document.querySelector('#heatmap .gtitle').textContent.includes('mean over 2')")

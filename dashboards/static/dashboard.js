@@ -22,7 +22,8 @@
   const ANNOTATE_MAX_SIDE = 30; // write the percentage into cells of grids up to 30 x 30 (the paper's small plots)
 
   const byId = new Map(D.entries.map((e) => [e.id, e]));
-  const state = { entry: D.entries.length ? D.entries[0].id : null, mode: "model", metric: "accuracy", line: null };
+  const state = { entry: D.entries.length ? D.entries[0].id : null, mode: "model", metric: "accuracy", line: null,
+                  cell: null };
 
   function esc(s) {
     // Plotly reads a few tags (<b>, <a href>, <br>) in text; with '<' escaped none can form.
@@ -175,6 +176,46 @@
       plot_bgcolor: "#f0f0f0",
     };
     draw("heatmap", [trace], layout);
+    const div = document.getElementById("heatmap");
+    if (div && !div.dataset.clicks) {
+      div.dataset.clicks = "1";
+      div.on("plotly_click", (ev) => {
+        const pt = ev.points && ev.points[0];
+        if (pt) { state.cell = [pt.y, pt.x]; renderErrors(); }
+      });
+    }
+  }
+
+  // ---- errors in one cell ------------------------------------------------------------------------
+  function renderErrors() {
+    const cur = current(), grid = D.grids["e" + cur.id], E = grid && grid.errors;
+    const example = document.getElementById("errors-example");
+    if (!E) {
+      showEmpty("errors", "No error analysis in these results (written before results schema 2).");
+      if (example) example.textContent = "";
+      return;
+    }
+    let k = -1;
+    if (state.cell) k = grid.i.findIndex((i, n) => i === state.cell[0] && grid.j[n] === state.cell[1]);
+    if (k < 0) { // default: the cell with the most wrong answers
+      let most = -1;
+      grid.i.forEach((_, n) => { const w = grid.n[n] - grid.c[n]; if (w > most) { most = w; k = n; } });
+    }
+    const [yTitle, xTitle] = axisTitles(cur.task);
+    const wrong = grid.n[k] - grid.c[k];
+    const counts = E.positions[k] || [];
+    const classes = ["carry", "length", "other"];
+    const title = `${esc(yTitle)} ${grid.i[k]}, ${esc(xTitle)} ${grid.j[k]}: ${wrong} of ${grid.n[k]} wrong — ` +
+      classes.map((c) => `${c} ${E[c][k] === null ? "?" : E[c][k]}`).join(", ");
+    const traces = [{ type: "bar", x: counts.map((_, p) => p), y: counts, marker: { color: "#d62728" },
+                      hovertemplate: "answer position %{x}: %{y} answers first wrong here<extra></extra>" }];
+    const layout = { title: { text: title, font: { size: 13 } }, margin: { l: 60, r: 20, t: 50, b: 50 },
+                     xaxis: { title: { text: "answer position of the first wrong token (0 = least significant; last = EOS)" },
+                              dtick: 1 },
+                     yaxis: { title: { text: "wrong answers" }, rangemode: "tozero" } };
+    if (!wrong) showEmpty("errors", `Cell ${grid.i[k]} x ${grid.j[k]}: every answer right.`);
+    else draw("errors", traces, layout);
+    if (example) example.textContent = E.example[k] ? "Example: " + E.example[k] : "";
   }
 
   // ---- lines on the diagonal ---------------------------------------------------------------------
@@ -307,6 +348,7 @@
     syncControls();
     writeHash();
     renderHeatmap();
+    renderErrors();
     renderLines();
     renderBars();
     renderRecurrence();
