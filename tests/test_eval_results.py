@@ -83,7 +83,7 @@ def test_version_1_parts_stay_readable_and_say_exact_scoring(tmp_path):
     write_part(tmp_path, table)
     write_cells(tmp_path, [row(i=2, j=2, scoring="digits")])
     df = read_cells(tmp_path)
-    assert sorted(zip(df.i, df.j, df.scoring, df.schema_version)) == [(1, 1, "exact", 1), (1, 2, "exact", 1),
+    assert sorted(zip(df.i, df.j, df.scoring, df.schema_version, strict=True)) == [(1, 1, "exact", 1), (1, 2, "exact", 1),
                                                                       (2, 2, "digits", SCHEMA_VERSION)]
     assert done_keys(tmp_path) == {("m1", "add", 1, 1, 10, 0, 1, True, "exact"),
                                    ("m1", "add", 1, 2, 10, 0, 1, True, "exact"),

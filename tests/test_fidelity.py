@@ -22,9 +22,9 @@ from abacus_ray.evaluation.plan import settings_for
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.tasks.evalsets import eval_problems
 from abacus_ray.tasks.stream import TrainStream
+from abacus_ray.tasks.tokenizer import HINT_SYMBOLS, get_tokenizer
 from abacus_ray.training import budget as budget_module
 from abacus_ray.training.budget import A4000_HOUR_FLOPS, plan, sample_flops
-from abacus_ray.tasks.tokenizer import HINT_SYMBOLS, get_tokenizer
 from tests.test_eval_runner import FlawedOracle, true_answer
 
 HINT_TOK = get_tokenizer("index")

@@ -111,7 +111,7 @@ def handler(args: argparse.Namespace) -> int:
                            "continue it or choose another directory")
         cfg = config_from_args(args)
     device = check_device(args.device)
-    m, t, tc = cfg.model, cfg.task, cfg.train
+    m, t = cfg.model, cfg.task
     limits = budget_limits(plan(cfg))
     print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} {m.positions}, "
           f"on {device}; budget {'; '.join(limits)}"

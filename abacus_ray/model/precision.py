@@ -21,7 +21,6 @@ import torch
 
 from abacus_ray.config.train import PRECISIONS, resolved_precision
 
-
 _BF16_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its bf16 copy (evaluation)
 
 
