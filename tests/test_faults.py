@@ -365,6 +365,20 @@ def test_killed_sweep_driver_resumes_through_tuner_restore(tmp_path):
     # the evaluation is complete: every model x every cell, exactly once
     assert df["model_id"].nunique() == 3 and len(df) == 3 * 9
     assert not df.duplicated(list(KEY)).any()
+    # Tracking (the default, MLflow through Tune's callback): one run per trial, the killed session's
+    # runs continued rather than duplicated, each with the full config, training metrics, eval means
+    # and its checkpoint; read through MLflow's own API.
+    import mlflow
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{storage / 'fig10_k' / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("fig10_k").experiment_id])
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"FINISHED"}
+    for tid in after:
+        [run] = [r for r in runs if r.data.tags["trial_name"].endswith(tid)]
+        assert run.data.params["train.max_steps"] == str(SWEEP_STEPS) and "model.max_k" in run.data.params
+        assert run.data.metrics["step"] == SWEEP_STEPS
+        mine = df[(df["trial_id"] == tid) & (df["region"] == "id")]
+        assert run.data.metrics["eval_id"] == pytest.approx(mine["accuracy"].mean())
+        assert Path(run.data.tags["checkpoint"]).is_dir()
     print(f"\ndriver fault: killed the driver {t_kill:.1f}s in ({family} processes under it; Ray core gone, agents "
           f"killed by process group: {left_agents}), "
           f"finished {len(finished)} trial(s), unfinished {unfinished}; rerun {t_rerun:.1f}s")

@@ -87,6 +87,9 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true",
                    help="print the expanded trials (name, swept values, full resolved config) as JSON; start nothing")
     p.add_argument("--no-eval", action="store_true", help="train only")
+    p.add_argument("--tracking", choices=("mlflow", "wandb", "none"), default="mlflow",
+                   help="experiment tracking, one run per trial: mlflow (default; a local store in the sweep's "
+                        "mlruns/, `mlflow ui --backend-store-uri DIR/mlruns --host 127.0.0.1`), wandb (offline), none")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the dashboards")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray (default: all)")
     return p
@@ -150,7 +153,7 @@ def handler(args: argparse.Namespace) -> int:
     leave_working_dir(storage)
     root = run_sweep(sweep.name, parsed.preset, trials, storage=storage, address=parsed.address,
                      evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
-                     eval_recurrences=sweep.eval_recurrences_for(parsed.preset))
+                     eval_recurrences=sweep.eval_recurrences_for(parsed.preset), tracking=parsed.tracking)
     if not parsed.no_dashboard and (root / "results").exists():
         from dashboards.build import build_site
 

@@ -23,6 +23,8 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
 from abacus_ray.cluster.placement import DRIVER_CPU, PendingWatch, max_concurrency, worker_bundle
+from abacus_ray.cluster.tracking import callbacks as tracking_callbacks
+from abacus_ray.cluster.tracking import log_evaluation
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
@@ -55,7 +57,8 @@ def _check_same_sweep(root: Path, spec: dict[str, Any]) -> None:
         tmp.replace(path)
 
 
-def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path) -> list[tuple[Source, ExperimentConfig]]:
+def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
+              tracking: str = "mlflow") -> list[tuple[Source, ExperimentConfig]]:
     """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials."""
     by_name = {t.name: t.config for t in trials}
     limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
@@ -81,7 +84,8 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path) 
             tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
                 points_to_evaluate=points, max_concurrent=limit)),
             run_config=tune.RunConfig(name="tune", storage_path=str(root), verbose=1,
-                                      failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES)),
+                                      failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES),
+                                      callbacks=tracking_callbacks(tracking, root, name, by_name)),
         )
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
     watch.start()
@@ -112,7 +116,8 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path) 
 
 
 def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Path, address: str | None = None,
-              evaluate: bool = True, num_cpus: int | None = None, eval_recurrences: tuple[int, ...] = ()) -> Path:
+              evaluate: bool = True, num_cpus: int | None = None, eval_recurrences: tuple[int, ...] = (),
+              tracking: str = "mlflow") -> Path:
     """Train and evaluate one figure's sweep; returns its directory. Each finished trial is scored on its own
     config's `eval` settings (trials with equal settings share one Ray Data pass)."""
     root = storage.resolve() / name
@@ -120,7 +125,7 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
         resolve_grid_names(t.config.eval.grids)
     runtime.init(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
-    finished = train_all(name, preset_name, trials, root)
+    finished = train_all(name, preset_name, trials, root, tracking)
     if evaluate and finished:
         groups: dict[Any, list[Source]] = {}
         for source, cfg in finished:
@@ -132,4 +137,6 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
                 report = evaluate_on_ray(work, cfg_r, root / "results")
                 print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
                       f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)
+        if tracking == "mlflow":
+            log_evaluation(root, name, finished, root / "results")
     return root

@@ -1,0 +1,117 @@
+"""Experiment tracking through Ray Tune's own integrations: one run per trial (issue 19).
+
+`--tracking mlflow` (the default) attaches Ray's `MLflowLoggerCallback` to the sweep's Tuner with a
+local SQLite store in the sweep's storage (`<sweep>/mlflow.db`: works offline, no server; MLflow 3
+refuses plain-file stores; view it with `mlflow ui --backend-store-uri sqlite:///<sweep>/mlflow.db
+--host 127.0.0.1`, which needs the full `mlflow` package). Ray's callback logs every reported
+training metric and ends the run with the trial; ours adds two things to it:
+
+* the full resolved `ExperimentConfig` as the run's params (Tune's config holds only the swept values);
+* a resumed sweep continues each trial's run instead of opening a second one: Ray's callback keeps its
+  trial -> run map in memory only, so after `Tuner.restore` it would start every run again. Runs are
+  found by the `abacus_run` tag, the trial's run name.
+
+When the sweep's evaluation finishes, `log_evaluation` adds the region means (ID / OOD / 100+) and the
+checkpoint's path to each trial's run. `--tracking wandb` uses Ray's `WandbLoggerCallback` in W&B's
+offline mode (no account); `none` tracks nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ray.air.integrations.mlflow import MLflowLoggerCallback  # RAY: Tune's MLflow integration
+
+from abacus_ray.config import ExperimentConfig
+from abacus_ray.config.dicts import flatten
+
+TRACKERS = ("mlflow", "wandb", "none")
+RUN_TAG = "abacus_run"
+
+
+def store_uri(root: Path) -> str:
+    """The sweep's MLflow store: one SQLite file, written by the driver alone (Tune callbacks run there)."""
+    return f"sqlite:///{(root / 'mlflow.db').resolve()}"
+
+
+class TrialRuns(MLflowLoggerCallback):
+    """Ray's MLflow callback, with the full config as params and one run per trial across resumes."""
+
+    def __init__(self, root: Path, experiment: str, configs: dict[str, ExperimentConfig]) -> None:
+        super().__init__(store_uri(root), experiment_name=experiment)
+        self.params = {name: {k: str(v) for k, v in flatten(cfg.to_dict()).items()} for name, cfg in configs.items()}
+
+    def log_trial_start(self, trial) -> None:
+        name = trial.config["run"]
+        if trial not in self._trial_runs:
+            found = self.mlflow_util._mlflow.search_runs(
+                experiment_ids=[self.mlflow_util.experiment_id], filter_string=f"tags.{RUN_TAG} = '{name}'",
+                output_format="list")
+            if found:  # a resumed sweep: this trial's run goes on
+                self._trial_runs[trial] = found[0].info.run_id
+                self.mlflow_util._mlflow.tracking.MlflowClient().update_run(found[0].info.run_id, status="RUNNING")
+            else:
+                tags = {**self.tags, "trial_name": str(trial), RUN_TAG: name}
+                self._trial_runs[trial] = self.mlflow_util.start_run(tags=tags, run_name=name).info.run_id
+        self.mlflow_util.log_params(run_id=self._trial_runs[trial], params_to_log=self.params.get(name, {}))
+
+
+def callbacks(tracking: str, root: Path, experiment: str, configs: dict[str, ExperimentConfig]) -> list[Any]:
+    """The Tune callbacks for `--tracking`."""
+    if tracking not in TRACKERS:
+        raise ValueError(f"--tracking: {tracking!r} is not one of {', '.join(TRACKERS)}")
+    if tracking == "none":
+        return []
+    if tracking == "wandb":
+        try:
+            import wandb  # noqa: F401
+            from ray.air.integrations.wandb import WandbLoggerCallback  # RAY: Tune's W&B integration
+        except ImportError:
+            raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)") from None
+        os.environ.setdefault("WANDB_MODE", "offline")  # no account, no network: runs land in the sweep's storage
+        os.environ.setdefault("WANDB_DIR", str(root))
+        return [WandbLoggerCallback(project=experiment, mode="offline")]
+    _quiet_mlflow()
+    return [TrialRuns(root, experiment, configs)]
+
+
+def _quiet_mlflow() -> None:
+    """MLflow's database set-up lines (INFO, one per new store) are not about the user's run."""
+    for name in ("mlflow.store.db.utils", "alembic", "alembic.runtime.migration"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", category=FutureWarning, module="mlflow")
+
+
+def log_evaluation(root: Path, experiment: str, finished: Sequence[tuple[Any, ExperimentConfig]],
+                   results: Path) -> int:
+    """Each finished trial's region means and checkpoint path into its MLflow run; returns runs updated."""
+    import mlflow
+
+    from abacus_ray.evaluation.aggregate import region_means
+    from abacus_ray.evaluation.results import read_cells
+
+    _quiet_mlflow()
+    client = mlflow.tracking.MlflowClient(tracking_uri=store_uri(root))
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None or not results.exists():
+        return 0
+    cells = read_cells(results)
+    updated = 0
+    for source, _cfg in finished:
+        runs = client.search_runs([exp.experiment_id], filter_string=f"tags.{RUN_TAG} = '{source.run_id}'")
+        mine = cells[cells["run_id"] == source.run_id] if "run_id" in cells.columns else cells.iloc[0:0]
+        if not runs or mine.empty:
+            continue
+        run_id = runs[0].info.run_id
+        for _, row in region_means(mine).iterrows():  # one row per view: id, ood, ood100plus, ...
+            key = f"eval_{row['view']}" + ("" if row["recurrences"] == _cfg.model.test_recurrences
+                                          else f"_rec{row['recurrences']}")
+            client.log_metric(run_id, key, float(row["accuracy"]))
+        client.set_tag(run_id, "checkpoint", source.checkpoint)
+        updated += 1
+    return updated
