@@ -145,6 +145,8 @@ def handler(args: argparse.Namespace) -> int:
         return 0
     if parsed.num_cpus is not None and parsed.num_cpus < 1:
         raise ValueError(f"--num-cpus: must be >= 1, got {parsed.num_cpus}")
+    if parsed.tracking == "wandb" and importlib.util.find_spec("wandb") is None:  # before any Ray starts
+        raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)")
     if "://" not in parsed.storage:
         check_output_dir(parsed.storage, "--storage")
     from abacus_ray.cluster.driver import run_sweep
