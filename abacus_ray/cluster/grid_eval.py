@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import pyarrow as pa
 import ray
 import ray.data
 import ray.exceptions
+from ray.util.annotations import RayDeprecationWarning
 
 from abacus_ray.cluster.placement import eval_pools
 from abacus_ray.config import EvalConfig
@@ -99,6 +101,9 @@ def _datasets(items: list[dict[str, Any]], eval_cfg: EvalConfig, cpu_actors: int
     # An actor is not restarted (max_restarts=0): on a lost node it could only wait for resources that
     # are gone. Its items fail instead, and `evaluate_on_ray` runs what is missing on the nodes left.
     outputs = []
+    # `max_restarts` has no named parameter in Ray 2.60's map_batches, only the deprecated remote-args
+    # route, whose warning is not about the user's run.
+    warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated", category=RayDeprecationWarning)
     if gpu_items:
         outputs.append(ray.data.from_items(gpu_items, override_num_blocks=len(gpu_items)).map_batches(
             CellEvaluator, fn_constructor_args=("gpu", eval_cfg), batch_size=1, batch_format="pyarrow",

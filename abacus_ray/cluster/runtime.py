@@ -19,6 +19,7 @@ environment and written nowhere. Clusters: README, "On a Ray cluster".
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 from collections.abc import Iterator
@@ -131,6 +132,8 @@ def quiet_data_progress() -> None:
     import ray.data
 
     ctx = ray.data.DataContext.get_current()
+    # Ray Data says once, at WARNING, that its bars are off: not about the user's run (issue 19).
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
     ctx.enable_progress_bars = False
     ctx.enable_operator_progress_bars = False
     ctx.print_on_execution_start = False
