@@ -54,6 +54,9 @@ test-fast: install
 # Train, evaluated through Ray Data into Parquet.
 demo: install
 	$(BIN)/python sweeps/fig10_k.py --preset tiny --storage $(DEMO)
+	@echo "Fig. 10 (tiny): trained on n = 5 digits; trained Abacus positions end at n + k + 1 digits"
+	@$(BIN)/abacus-ray summary $(DEMO)/fig10_k/results --label model.max_k --label task.train_max_len --diagonal
+	@echo "dashboard: $(DEMO)/fig10_k/dashboard/index.html"
 
 # Every checkpoint under RESULTS on the 101-160 diagonal; only missing cells are evaluated.
 eval-100plus: install

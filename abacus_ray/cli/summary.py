@@ -1,6 +1,6 @@
 """`abacus-ray summary`: region means per model from a results directory, as a table.
 
-    abacus-ray summary RESULTS [--label COL ...] [--seeds]
+    abacus-ray summary RESULTS [--label COL ...] [--seeds] [--diagonal]
 
 Each row is one model under one set of eval settings; columns are the paper's views in percent
 (+ - x OR: id, ood, ood100plus; sorting: id, ood_digits_30, ood_array_30, all_ood_30, all_ood_20),
@@ -21,11 +21,22 @@ def register(subparsers) -> None:
                    help="config column to show per model (repeatable; default: name, model.positions)")
     p.add_argument("--seeds", action="store_true",
                    help="mean, std, min, max over training seeds of models sharing every other label")
+    p.add_argument("--diagonal", action="store_true",
+                   help="add, per model, the i = j diagonal's reach (longest length at >= 90 %%) and the length "
+                        "from which every longer diagonal cell is 0 %% (Fig. 10)")
     p.set_defaults(func=handler)
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.evaluation.aggregate import format_table, region_means, seed_spread, summary_table
+    import pandas as pd
+
+    from abacus_ray.evaluation.aggregate import (
+        diagonal_reach,
+        format_table,
+        region_means,
+        seed_spread,
+        summary_table,
+    )
     from abacus_ray.evaluation.results import read_cells
 
     cells = read_cells(args.results)
@@ -41,5 +52,12 @@ def handler(args: argparse.Namespace) -> int:
             table[col] = 100 * table[col]
         print(format_table(table))
     else:
-        print(format_table(summary_table(cells, labels)))
+        table = summary_table(cells, labels)
+        if args.diagonal:
+            reach = diagonal_reach(cells)
+            on = [k for k in reach.columns if k in table.columns and k not in ("reach", "zero_from")]
+            table = table.merge(reach[[*on, "reach", "zero_from"]], on=on, how="left")
+            for col in ("reach", "zero_from"):
+                table[col] = [("-" if pd.isna(v) else str(int(v))) for v in table[col]]
+        print(format_table(table))
     return 0

@@ -106,6 +106,24 @@ def summary_table(cells: pd.DataFrame, label_columns: Sequence[str] = ("name", "
     return wide[list(dict.fromkeys(order)) + ["cells"]].reset_index()
 
 
+def diagonal_reach(cells: pd.DataFrame, threshold: float = 0.9) -> pd.DataFrame:
+    """Per model and eval settings, on the i = j diagonal (Fig. 10): `reach` = the longest length with
+    accuracy >= `threshold`, and `zero_from` = the shortest length from which every evaluated longer
+    diagonal cell is at 0 % (None if the last one is not). Models without diagonal cells get neither."""
+    keys = [k for k in MODEL_KEYS if k in cells.columns]
+    diag = cells[cells["i"] == cells["j"]].sort_values("i")
+    rows = []
+    for key, g in diag.groupby(keys, dropna=False, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        n, acc = g["i"].to_numpy(), g["accuracy"].to_numpy()
+        good = n[acc >= threshold]
+        nonzero = n[acc > 0]
+        zero_from = None if acc[-1] > 0 else int(nonzero.max() + 1) if len(nonzero) else int(n.min())
+        rows.append(dict(zip(keys, key, strict=True)) | {
+            "reach": int(good.max()) if len(good) else None, "zero_from": zero_from})
+    return pd.DataFrame(rows, columns=[*keys, "reach", "zero_from"])
+
+
 def format_table(df: pd.DataFrame, short_id: int = 12) -> str:
     """Plain-text table; accuracies to one decimal, model ids shortened."""
     df = df.copy()
