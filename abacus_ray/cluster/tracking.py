@@ -117,14 +117,14 @@ def log_evaluation(root: Path, experiment: str, finished: Sequence[tuple[Any, Ex
         return 0
     cells = read_cells(results)
     updated = 0
-    for source, _cfg in finished:
+    for source, cfg in finished:
         runs = client.search_runs([exp.experiment_id], filter_string=f"tags.{RUN_TAG} = '{source.run_id}'")
         mine = cells[cells["run_id"] == source.run_id] if "run_id" in cells.columns else cells.iloc[0:0]
         if not runs or mine.empty:
             continue
         run_id = runs[0].info.run_id
         for _, row in region_means(mine).iterrows():  # one row per view: id, ood, ood100plus, ...
-            key = f"eval_{row['view']}" + ("" if row["recurrences"] == _cfg.model.test_recurrences
+            key = f"eval_{row['view']}" + ("" if row["recurrences"] == cfg.model.test_recurrences
                                           else f"_rec{row['recurrences']}")
             client.log_metric(run_id, key, float(row["accuracy"]))
         client.set_tag(run_id, "checkpoint", source.checkpoint)

@@ -13,7 +13,8 @@
 #   grid     an 8 x 2 trained for TRAIN_MIN minutes, the whole paper-addition grid through the real
 #            CLI (timed, load included), and verdict flips fp32 vs bf16 / bf16-pure / tf32 -> $OUT/grid/
 #   share    4 tiny trials on one GPU (cluster.gpus_per_worker=0.25) against 1 alone -> $OUT/share/
-# Knobs: TRAIN_MIN (grid, default 4), MFU_MIN (mfu, default 5).
+# Knobs: TRAIN_MIN (grid, default 4), MFU_MIN (mfu, default 5). Sweeps run with --tracking none and
+# --no-dashboard: the bundle carries neither MLflow nor plotly; Parquet and logs come back.
 set -uo pipefail
 STAGE=${1:?usage: run.sh check|raypath|mfu|grid|share|all}
 OUT=${OUT:?run on the device machine: \$OUT is where results come back}
@@ -49,7 +50,7 @@ raypath() {
     # one k, a budget of 0.1 A4000-hours (~290 k samples, under a minute on an H100), the diagonal to 160
     /usr/bin/time -v $PY sweeps/fig10_k.py --preset paper --max-trials 1 --storage /tmp/raypath \
         --set cluster.use_gpu=true --set cluster.trainer=torch --set train.budget_a4000_hours=0.1 \
-        --grid diagonal:1-160 --grid cells:1-30x1-30 --no-dashboard > "$d/sweep.log" 2>&1
+        --grid diagonal:1-160 --grid cells:1-30x1-30 --no-dashboard --tracking none > "$d/sweep.log" 2>&1
     echo "rc $?" >> "$d/sweep.log"
     cp -r /tmp/raypath/fig10_k/results "$d/" 2>/dev/null
     $PY -m abacus_ray.cli summary /tmp/raypath/fig10_k/results > "$d/summary.txt" 2>&1
@@ -91,7 +92,7 @@ share() {
     local d="$OUT/share"; mkdir -p "$d"
     for n in 1 4; do
         $PY sweeps/fig10_k.py --preset tiny --seeds 1 --max-trials "$n" --storage "/tmp/share$n" --no-eval \
-            --no-dashboard --set cluster.use_gpu=true --set cluster.gpus_per_worker=0.25 \
+            --no-dashboard --tracking none --set cluster.use_gpu=true --set cluster.gpus_per_worker=0.25 \
             --set train.max_steps=3000 --set train.budget_hours=1000 > "$d/trials$n.log" 2>&1
         echo "rc $?" >> "$d/trials$n.log"
         # each trial's final report: its whole-session samples/s; summed over the trials sharing the GPU
