@@ -93,7 +93,11 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
         grid = tuner.fit()
     finally:
         watch.stop()
-    finished, failed = [], []
+    # A point is evaluated once even if Tune ran it twice: a driver killed between Tune's experiment
+    # snapshot (which already held a new PENDING trial) and its searcher's snapshot gets that point
+    # again from the restored searcher, under the same trial id (seen in test_faults' driver kill).
+    finished: dict[str, tuple[Source, ExperimentConfig]] = {}
+    failed = []
     for result in grid:
         run_name = result.config["run"]
         metrics = result.metrics or {}
@@ -109,10 +113,11 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
         if result.error is not None or path is None or not metrics.get("final"):
             failed.append(run_name)
             continue
-        finished.append((Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name]))
+        finished.setdefault(run_name, (Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name]))
+    failed = sorted(set(failed) - set(finished))
     if failed:
         print(f"{name}: {len(failed)} trial(s) did not finish: {', '.join(failed)}", file=sys.stderr)
-    return finished
+    return list(finished.values())
 
 
 def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Path, address: str | None = None,
