@@ -56,7 +56,7 @@ class TrialRuns(MLflowLoggerCallback):
                 output_format="list")
             if found:  # a resumed sweep: this trial's run goes on
                 self._trial_runs[trial] = found[0].info.run_id
-                self.mlflow_util._mlflow.tracking.MlflowClient().update_run(found[0].info.run_id, status="RUNNING")
+                self.mlflow_util._get_client().update_run(found[0].info.run_id, status="RUNNING")
             else:
                 tags = {**self.tags, "trial_name": str(trial), RUN_TAG: name}
                 self._trial_runs[trial] = self.mlflow_util.start_run(tags=tags, run_name=name).info.run_id
