@@ -10,8 +10,8 @@ import torch.multiprocessing as mp
 
 from abacus_ray.config import preset
 from abacus_ray.model.checkpoint import latest_checkpoint, load_checkpoint
+from abacus_ray.tasks.stream import padded_length
 from abacus_ray.tasks.tokenizer import get_tokenizer
-from abacus_ray.training.budget import padded_length
 from abacus_ray.training.loop import train
 
 # A small 1 x 2 looped model (progressive loss draws n in {0, 1}), noise initial state, Abacus k <= 6,

@@ -34,6 +34,10 @@ from abacus_ray.evaluation.results import rows_table, write_part
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.model.checkpoint import load_checkpoint
 
+# `max_restarts` (below) has no named parameter in Ray 2.60's map_batches, only the deprecated
+# remote-args route, whose warning is not about the user's run.
+warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated", category=RayDeprecationWarning)
+
 GPU_SPEEDUP = 20.0  # assumed items/s of a GPU actor relative to a CPU actor, for the static split
 ATTEMPTS = 5  # Ray Data runs of one evaluation: the first, then after lost nodes
 RETRY_WAIT_S = 5.0  # before a rerun: the GCS needs seconds to mark a killed node dead, and a pool
@@ -101,9 +105,6 @@ def _datasets(items: list[dict[str, Any]], eval_cfg: EvalConfig, cpu_actors: int
     # An actor is not restarted (max_restarts=0): on a lost node it could only wait for resources that
     # are gone. Its items fail instead, and `evaluate_on_ray` runs what is missing on the nodes left.
     outputs = []
-    # `max_restarts` has no named parameter in Ray 2.60's map_batches, only the deprecated remote-args
-    # route, whose warning is not about the user's run.
-    warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated", category=RayDeprecationWarning)
     if gpu_items:
         outputs.append(ray.data.from_items(gpu_items, override_num_blocks=len(gpu_items)).map_batches(
             CellEvaluator, fn_constructor_args=("gpu", eval_cfg), batch_size=1, batch_format="pyarrow",

@@ -32,8 +32,8 @@ def _tiny() -> ExperimentConfig:
         task=TaskConfig(name="add", train_max_len=5),
         model=ModelConfig(layers=2, recurrences=1, injection="every", hidden=128, intermediate=512,
                           heads=4, max_k=15, abacus_table=256),
-        train=TrainConfig(budget_a4000_hours=None, budget_hours=0.1, max_steps=3000, lr=1e-3, global_batch=64, micro_batch=64,
-                          batch_ramp=0.0, report_every_s=5.0, checkpoint_every_min=1.0),
+        train=TrainConfig(budget_a4000_hours=None, budget_hours=0.1, max_steps=3000, lr=1e-3, global_batch=64,
+                          micro_batch=64, batch_ramp=0.0, report_every_s=5.0, checkpoint_every_min=1.0),
         eval=EvalConfig(grids=("tiny-addition",), per_cell=20),
     )
 

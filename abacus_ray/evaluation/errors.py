@@ -23,6 +23,7 @@ from abacus_ray.tasks.tokenizer import DIGIT_IDS, EOS
 
 ERROR_CLASSES = ("carry", "length", "other")
 _DIGITS = frozenset("0123456789")
+_DIGIT_IDS = frozenset(DIGIT_IDS)
 
 
 def carries_into(prompt: str) -> list[bool] | None:
@@ -46,10 +47,9 @@ def error_class(task: str, prompt: str, target: list[int], first_wrong: int, got
     if first_wrong < 0:
         return None
     want = target[first_wrong] if first_wrong < len(target) else EOS
-    digit_ids = set(DIGIT_IDS)
-    if (want == EOS and got in digit_ids) or (got == EOS and want in digit_ids):
+    if (want == EOS and got in _DIGIT_IDS) or (got == EOS and want in _DIGIT_IDS):
         return "length"
-    if task in ("add", "addsub") and want in digit_ids and got in digit_ids and (got - want) % 10 in (1, 9):
+    if task in ("add", "addsub") and want in _DIGIT_IDS and got in _DIGIT_IDS and (got - want) % 10 in (1, 9):
         carries = carries_into(prompt)
         if carries is not None and first_wrong < len(carries) and carries[first_wrong]:
             return "carry"

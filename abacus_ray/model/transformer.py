@@ -213,13 +213,14 @@ class ArithmeticTransformer(nn.Module):
         and the Abacus offset stay in eager Python around it, so they can change every call without
         a recompile. Compiling the whole forward made those ints symbolic after the first recompile
         and crashed (issue 18). Callers keep the sequence length fixed too (the training loop pads
-        every batch to the task's longest line, `training.budget.padded_length`); a new length only
+        every batch to the task's longest line, `tasks.stream.padded_length`); a new length only
         costs one more graph. Decoding with a KV cache stays eager.
         """
         self._compiled_block = torch.compile(self._block, dynamic=False, **compile_kwargs)
 
     def _block(self, state: Tensor, emb: Tensor) -> Tensor:
-        """One application of the layer stack without a cache (what `compile_block` compiles)."""
+        """One application of the layer stack without a cache (training, teacher forcing; what
+        `compile_block` compiles); `_recurrence` runs the cached variant for decoding."""
         every = self.cfg.injection == "every"
         for layer in self.layers:
             if every:
@@ -231,8 +232,8 @@ class ArithmeticTransformer(nn.Module):
         inject = self.cfg.injection
         if inject == "first" or (inject == "none" and r == 0):
             state = state + emb
-        if cache is None and self._compiled_block is not None:
-            return self._compiled_block(state, emb)
+        if cache is None:
+            return (self._compiled_block or self._block)(state, emb)
         for index, layer in enumerate(self.layers):
             if inject == "every":
                 state = state + emb

@@ -68,6 +68,13 @@ def _code_point_table(tokenizer: Tokenizer) -> np.ndarray:
     return table
 
 
+def padded_length(task: TaskConfig) -> int:
+    """Tokens of every official training sample: the longest training line + EOS, the width the
+    official data file pads every line to (docs/official-code.md §6.7)."""
+    second = task.train_max_array if task.name == "sort" else task.train_max_len
+    return pad_words_needed(task.name, task.train_max_len, second, task.index_hints) + 1
+
+
 def pad_batch(batch: Batch, length: int, bucket: int = 16) -> Batch:
     """`batch` padded with PAD (never scored) to `length` tokens, the fixed shape a compiled block
     wants; a longer batch (random padding) goes up to a multiple of `bucket`, so shapes stay few.

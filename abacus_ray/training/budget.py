@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from abacus_ray.config import ExperimentConfig, TaskConfig
-from abacus_ray.training.progressive import backprop_limit, depth_distribution
+from abacus_ray.config import ExperimentConfig
+from abacus_ray.tasks.stream import padded_length
+from abacus_ray.training.progressive import backprop_limit, expected_depths
 from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
 
 # One RTX A4000: dense fp16 tensor-core peak (NVIDIA's data sheet), and the share of it the official
@@ -31,27 +32,6 @@ from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
 A4000_PEAK_FLOPS = 76.7e12
 A4000_UTILISATION = 0.30
 A4000_HOUR_FLOPS = A4000_PEAK_FLOPS * A4000_UTILISATION * 3600.0  # model FLOPs in one A4000-hour
-
-
-def expected_depths(cfg: ExperimentConfig) -> tuple[float, float]:
-    """(E[total recurrences], E[grad recurrences]) per micro-batch under the progressive loss."""
-    r, alpha = cfg.model.recurrences, cfg.train.alpha
-    limit = backprop_limit(r, cfg.train.max_backprop)
-    dist = depth_distribution(r, limit)
-    total = sum(float(p) * (n + k) for (n, k), p in dist.items()) if alpha != 0 else 0.0
-    grad = sum(float(p) * k for (n, k), p in dist.items()) if alpha != 0 else 0.0
-    if alpha != 1:
-        total, grad = total + r, grad + limit
-    return total, grad
-
-
-def padded_length(task: TaskConfig) -> int:
-    """Tokens of every official training sample: the longest training line + EOS, the width the
-    official data file pads every line to (docs/official-code.md §6.7)."""
-    from abacus_ray.tasks.problems import pad_words_needed
-
-    second = task.train_max_array if task.name == "sort" else task.train_max_len
-    return pad_words_needed(task.name, task.train_max_len, second, task.index_hints) + 1
 
 
 def sample_flops(cfg: ExperimentConfig) -> float:
@@ -62,37 +42,36 @@ def sample_flops(cfg: ExperimentConfig) -> float:
     with torch.device("meta"):  # shapes only: instant even for the paper's model
         model = ArithmeticTransformer.for_experiment(cfg)
     seq = padded_length(cfg.task)
-    total, grad = expected_depths(cfg)
+    r = cfg.model.recurrences
+    total, grad = expected_depths(r, backprop_limit(r, cfg.train.max_backprop), cfg.train.alpha)
     return model.flops_per_token(seq, total, grad_recurrences=grad) * seq
 
 
-def a4000_samples(cfg: ExperimentConfig) -> int | None:
-    """The training samples `train.budget_a4000_hours` buys for this model and task (None if unset)."""
-    hours = cfg.train.budget_a4000_hours
-    if hours is None:
-        return None
-    return max(1, int(hours * A4000_HOUR_FLOPS / sample_flops(cfg)))
+def sample_limit(cfg: ExperimentConfig) -> tuple[int | None, float | None]:
+    """(The samples a run may consume, the model FLOPs of `train.budget_a4000_hours`): the smaller of
+    `train.max_samples` and the samples those FLOPs buy; None where unset."""
+    tc = cfg.train
+    flops = None if tc.budget_a4000_hours is None else tc.budget_a4000_hours * A4000_HOUR_FLOPS
+    limits = [] if tc.max_samples is None else [tc.max_samples]
+    if flops is not None:
+        limits.append(max(1, int(flops / sample_flops(cfg))))
+    return (min(limits) if limits else None), flops
 
 
 def plan(cfg: ExperimentConfig, workers: int = 1) -> dict:
     """What a budget means before a run: the A4000-hours, model FLOPs, samples and optimiser steps it
-    buys, and the device- and wall-hours limit on `workers` devices. For `--dry-run` and `describe`."""
+    buys, and the device- and wall-hours limit on `workers` devices. For `--dry-run` and `train`."""
     tc = cfg.train
-    samples = a4000_samples(cfg)
-    limit = min(s for s in (samples, tc.max_samples) if s is not None) if (samples or tc.max_samples) else None
-    steps = None
-    if limit is not None:  # the ramp follows the sample fraction: step through it (exact, no clock)
+    samples, flops = sample_limit(cfg)
+    steps = tc.max_steps
+    if samples is not None:  # the ramp follows the sample fraction: step through it (exact, no clock)
         steps, seen, mbs_eff = 0, 0, tc.micro_batch * workers
-        while seen < limit and (tc.max_steps is None or steps < tc.max_steps):
-            batch = ramped_batch_size(seen / limit, tc.global_batch, mbs_eff, tc.batch_ramp)
+        while seen < samples and (tc.max_steps is None or steps < tc.max_steps):
+            batch = ramped_batch_size(seen / samples, tc.global_batch, mbs_eff, tc.batch_ramp)
             seen += accumulation_steps(batch, mbs_eff) * mbs_eff
             steps += 1
-    elif tc.max_steps is not None:
-        steps = tc.max_steps
-    return {"a4000_hours": tc.budget_a4000_hours,
-            "model_flops": None if samples is None else samples * sample_flops(cfg),
-            "samples": limit, "optimizer_steps": steps, "workers": workers,
-            "device_hours": tc.budget_hours,
+    return {"a4000_hours": tc.budget_a4000_hours, "model_flops": flops, "samples": samples,
+            "optimizer_steps": steps, "workers": workers, "device_hours": tc.budget_hours,
             "wall_hours": None if tc.budget_hours is None else tc.budget_hours / workers}
 
 
@@ -104,7 +83,6 @@ class Budget:
     max_steps: int | None = None
     max_samples: int | None = None
     world_size: int = 1
-    a4000_samples: int | None = None  # samples the A4000-hour budget buys (`a4000_samples`)
     step: int = 0  # optimiser steps taken
     samples: int = 0  # training samples consumed, all ranks together
     hours_before: float = 0.0  # device-hours spent in earlier sessions (resume)
@@ -115,8 +93,7 @@ class Budget:
     def from_config(cls, cfg: ExperimentConfig, world_size: int = 1) -> Budget:
         if world_size < 1:
             raise ValueError(f"world_size: must be >= 1, got {world_size}")
-        tc = cfg.train
-        return cls(tc.budget_hours, tc.max_steps, tc.max_samples, world_size, a4000_samples=a4000_samples(cfg))
+        return cls(cfg.train.budget_hours, cfg.train.max_steps, sample_limit(cfg)[0], world_size)
 
     def start(self) -> None:
         """Restart this session's clock (called when the training loop begins)."""
@@ -142,14 +119,13 @@ class Budget:
         return self.hours_before + self.session_elapsed_s() / 3600.0 * self.world_size
 
     def fraction(self) -> float:
-        """f = max(device_hours / budget_hours, step / max_steps, samples / max_samples,
-        samples / a4000_samples) over the limits set."""
+        """f = max(device_hours / budget_hours, step / max_steps, samples / max_samples) over the limits
+        set (`max_samples` here includes the A4000-hour budget, `sample_limit`)."""
         parts = [] if self.budget_hours is None else [self.device_hours / self.budget_hours]
         if self.max_steps is not None:
             parts.append(self.step / self.max_steps)
-        for limit in (self.max_samples, self.a4000_samples):
-            if limit is not None:
-                parts.append(self.samples / limit)
+        if self.max_samples is not None:
+            parts.append(self.samples / self.max_samples)
         if not parts:
             raise ValueError("train: no budget limit is set")
         return max(parts)

@@ -33,12 +33,13 @@ from torch import nn
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.model import checkpoint as ckpt
 from abacus_ray.model.precision import resolve_precision
-from abacus_ray.training.budget import Budget, expected_depths, padded_length
+from abacus_ray.training.budget import Budget
 from abacus_ray.training.distributed import agree, global_denominator, rank_and_world, wrap_ddp
 from abacus_ray.training.objective import answer_loss, loss_denominator
 from abacus_ray.training.optimizer import build_optimizer, set_lr
 from abacus_ray.training.progressive import (
     backprop_limit,
+    expected_depths,
     micro_batch_generator,
     plan_calls,
     throttle_factor,
@@ -81,7 +82,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     resume_from: a checkpoint directory, or a root whose latest checkpoint is used.
     """
     from abacus_ray.model.transformer import ArithmeticTransformer
-    from abacus_ray.tasks.stream import TrainStream, pad_batch
+    from abacus_ray.tasks.stream import TrainStream, pad_batch, padded_length
 
     tc = cfg.train
     device = torch.device(device)
@@ -140,7 +141,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     limit = backprop_limit(recurrences, tc.max_backprop)
     throttle = throttle_factor(recurrences, limit) if tc.throttle else 1.0
     max_k = cfg.model.max_k if cfg.model.uses_abacus else None
-    depth_total, depth_grad = expected_depths(cfg)
+    depth_total, depth_grad = expected_depths(recurrences, limit, tc.alpha)
     peak = peak_flops(device)
     losses: list[float] = []
 

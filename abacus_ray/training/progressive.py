@@ -89,13 +89,12 @@ def depth_distribution(recurrences: int, limit: int) -> dict[tuple[int, int], Fr
     return dist
 
 
-def expected_cost_recurrences(recurrences: int, limit: int, alpha: float = 1.0) -> float:
-    """Mean training cost of one micro-batch in units of a full-gradient recurrence.
-
-    A no-grad recurrence costs about one third of a forward+backward one, so E[k] + E[n]/3 per
-    progressive pass (and M + (R-M)/3 for the full pass when alpha < 1). Used for FLOPs/MFU.
-    """
+def expected_depths(recurrences: int, limit: int, alpha: float = 1.0) -> tuple[float, float]:
+    """(E[total recurrences], E[grad recurrences]) of one micro-batch under the progressive loss
+    (plus the full pass when alpha < 1): what its FLOPs are counted at (MFU, the A4000-hour budget)."""
     dist = depth_distribution(recurrences, limit)
-    prog = float(sum(p * (k + Fraction(n, 3)) for (n, k), p in dist.items()))
-    full = limit + (recurrences - limit) / 3
-    return (prog if alpha != 0 else 0.0) + (full if alpha != 1 else 0.0)
+    total = sum(float(p) * (n + k) for (n, k), p in dist.items()) if alpha != 0 else 0.0
+    grad = sum(float(p) * k for (n, k), p in dist.items()) if alpha != 0 else 0.0
+    if alpha != 1:
+        total, grad = total + recurrences, grad + limit
+    return total, grad
