@@ -9,7 +9,10 @@ The `tiny` preset scales a figure down to CPU-minutes while keeping its axes.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +30,44 @@ class Flag:
 
 
 @dataclass(frozen=True)
+class Search:
+    """Search the axes instead of training their whole cross product (sweeps/extrapolation_10x.py).
+
+    A random search: `pick` draws `samples` distinct points of the expanded cross product (the points
+    of `first` before any random one, then a seeded shuffle), which Tune runs in that order, and Ray
+    Tune's ASHA scheduler stops the weaker trials at the step rungs grace_steps x reduction^i, ranked by
+    `metric`, a number every training report carries (the probe, `evaluation/probe.py`). Trials that run
+    to the end of their budget are evaluated on the figure's grids. `--confirm` then retrains the best
+    point with `confirm_seeds` seeds for each value of the `compare` axes (e.g. the offset draw).
+    """
+
+    samples: int
+    grace_steps: int
+    reduction: int = 3
+    metric: str = "probe"
+    first: tuple[dict[str, Any], ...] = ()  # points tried first, e.g. the paper's own setting
+    seed: int = 0  # the searcher's random state: the same command draws the same points
+    compare: dict[str, list[Any]] = field(default_factory=dict)
+    confirm_seeds: int = 3
+
+    def pick(self, pool: list[Trial]) -> list[Trial]:
+        """The trials to run, in order: those matching a `first` point, then a seeded random sample."""
+        if self.samples < 1 or self.grace_steps < 1 or self.reduction < 2:
+            raise ValueError(f"search: needs samples >= 1, grace_steps >= 1, reduction >= 2, got {self}")
+        chosen = []
+        for point in self.first:
+            # keys no trial varies (e.g. pinned by `--set`) do not take part in the match
+            match = next((t for t in pool if t not in chosen and all(
+                t.params[k] == v for k, v in point.items() if k in t.params)), None)
+            if match is None:
+                raise ValueError(f"search.first: no point of the sweep has {point}")
+            chosen.append(match)
+        rest = [t for t in pool if t not in chosen]
+        order = random.Random(self.seed).sample(range(len(rest)), len(rest))
+        return (chosen + [rest[i] for i in order])[: self.samples]
+
+
+@dataclass(frozen=True)
 class Scale:
     """What one preset changes: overrides on top of the sweep's `base`, axis values, seeds, grids."""
 
@@ -36,6 +77,7 @@ class Scale:
     seeds: int | None = None
     grids: tuple[str, ...] | None = None
     eval_recurrences: tuple[int, ...] | None = None
+    search: Search | None = None
 
 
 @dataclass(frozen=True)
@@ -63,9 +105,27 @@ class Sweep:
     tiny: Scale = field(default_factory=Scale)
     paper: Scale = field(default_factory=Scale)
     flags: tuple[Flag, ...] = ()
+    search: Search | None = None  # None: train every point of the cross product
 
     def scale(self, preset_name: str) -> Scale:
         return {"tiny": self.tiny, "paper": self.paper}.get(preset_name, Scale())
+
+    def search_for(self, preset_name: str) -> Search | None:
+        s = self.scale(preset_name)
+        return s.search if s.search is not None else self.search
+
+    def confirmation(self, preset_name: str, best: dict[str, Any]) -> Sweep:
+        """The sweep that retrains the search's `best` point (swept key -> value) with `confirm_seeds`
+        seeds for every value of the search's `compare` axes, as a plain sweep `NAME_confirm`."""
+        search = self.search_for(preset_name)
+        if search is None:
+            raise ValueError(f"--confirm: sweep {self.name} has no search to confirm")
+        s = self.scale(preset_name)
+        fixed = {k: v for k, v in best.items() if k not in search.compare and k != "seed"}
+        scale = dataclasses.replace(s, overrides={**s.overrides, **fixed}, axes=dict(search.compare), variants=None,
+                                    seeds=search.confirm_seeds, search=None)
+        return dataclasses.replace(self, name=f"{self.name}_confirm", axes={}, variants=[{}], search=None,
+                                   **{preset_name: scale})
 
     def eval_recurrences_for(self, preset_name: str) -> tuple[int, ...]:
         s = self.scale(preset_name)
@@ -81,6 +141,7 @@ class Sweep:
         s = self.scale(preset_name)
         base = {**self.base, **s.overrides}
         all_axes = {**(s.axes if s.axes is not None else self.axes), **(axes or {})}
+        all_axes = {k: v for k, v in all_axes.items() if k not in (overrides or {})}  # `--set` pins an axis
         variants = s.variants if s.variants is not None else self.variants
         n_seeds = seeds if seeds is not None else s.seeds if s.seeds is not None else self.seeds
         if n_seeds < 1:
@@ -91,13 +152,25 @@ class Sweep:
                   for variant in variants for values in itertools.product(*(all_axes[k] for k in keys))
                   for seed in range(n_seeds)]
         swept = swept_keys(points)
-        configs = []
+        configs: list[ExperimentConfig] = []
         for point in points:
             cfg = preset(preset_name, point if grids is None else {**point, "eval.grids": list(grids)})
-            configs.append(cfg.replace(name=f"{self.name}/{trial_name(point, swept)}"))
+            cfg = cfg.replace(name=f"{self.name}/{trial_name(point, swept)}")
+            if cfg not in configs:  # variants that `--set` made equal run once
+                configs.append(cfg)
         flat = [flatten(c.to_dict()) for c in configs]
         shown = [k for k in flat[0] if k != "name" and len({repr(f[k]) for f in flat}) > 1] if flat else []
         return [Trial(c, {k: f[k] for k in shown}) for c, f in zip(configs, flat, strict=True)]
+
+
+def best_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The swept values of the best trial that ran its whole budget, from `search.parquet`'s rows
+    (cluster/search.py): the highest last probe, ties to the earlier-run trial."""
+    finished = [r for r in rows if r["status"] == "finished" and r["last"] is not None]
+    if not finished:
+        raise ValueError("search.parquet: no trial of the search ran its whole budget; nothing to confirm")
+    best = max(finished, key=lambda r: (r["last"], -rows.index(r)))
+    return json.loads(best["params"])
 
 
 def single(name: str, preset_name: str, overrides: dict[str, Any]) -> list[Trial]:

@@ -9,6 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from abacus_ray.config import preset
+from abacus_ray.evaluation.probe import Probe
 from abacus_ray.model.checkpoint import latest_checkpoint, load_checkpoint
 from abacus_ray.tasks.stream import padded_length
 from abacus_ray.tasks.tokenizer import get_tokenizer
@@ -47,6 +48,33 @@ def test_steps_budget_schedule_and_reports(tmp_path):
         assert key in final
     assert "mfu" not in final  # CPU: no peak FLOPs to compare with
     assert load_checkpoint(result.checkpoint).model_id == result.model_id
+
+
+def test_probe_reports_without_changing_the_trained_model():
+    """The probe (the search's early-stopping metric) scores during training but trains the same weights."""
+    cfg = small("train.max_steps=10", "eval.probe_lengths=2,4", "eval.probe_every=4", "eval.probe_per_cell=8",
+                "model.k_draw=balanced")
+    reports, calls = [], []
+    probe = Probe(cfg)
+
+    def counting(model):
+        scores = probe(model)
+        calls.append(model.training)  # the probe scores in eval mode; the loop turns train mode back on
+        return scores
+
+    probed = train(cfg, report=reports.append, probe=counting)
+    plain = train(cfg)
+    assert probed.model_id == plain.model_id and probed.losses == plain.losses
+    assert calls == [False] * 4  # at the start, steps 4 and 8, and the end (10)
+    steps = [r["step"] for r in reports]
+    assert steps == [4, 8, 10]  # a fresh probe is reported at once
+    final = reports[-1]
+    assert set(final) >= {"probe", "probe_2", "probe_4"}
+    assert final["probe"] == pytest.approx((final["probe_2"] + final["probe_4"]) / 2)
+    assert final["probe_2"] > final["probe_4"] or final["probe_4"] == 0.0  # 2 digits is in training, 4 beyond
+    # the probe's problems are a validation set: not the final evaluation's (seed eval.seed + 1)
+    from abacus_ray.tasks.evalsets import eval_problems
+    assert [c.prompts_text for c in probe.cells][0] != [p.prompt for p in eval_problems("add", 2, 2, 8, 0)]
 
 
 def test_resume_is_bit_identical(tmp_path):

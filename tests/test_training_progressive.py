@@ -6,6 +6,7 @@ from fractions import Fraction
 import pytest
 import torch
 
+from abacus_ray.model.positions import OffsetDraw
 from abacus_ray.training.objective import answer_loss, scored_targets
 from abacus_ray.training.progressive import (
     backprop_limit,
@@ -66,19 +67,19 @@ def test_max_backprop_override_and_clamp():
 
 def test_plan_calls_alpha():
     gen = torch.Generator().manual_seed(0)
-    (only,) = plan_calls(16, 8, 1.0, gen, max_k=100)
+    (only,) = plan_calls(16, 8, 1.0, gen, OffsetDraw(100))
     assert only.weight == 1.0 and 0 <= only.n <= 15 and 1 <= only.k <= min(16 - only.n, 8)
     assert 0 <= only.abacus_offset <= 100
-    full, prog = plan_calls(16, 8, 0.25, gen, max_k=None)
+    full, prog = plan_calls(16, 8, 0.25, gen, None)
     assert (full.weight, full.n, full.k, full.abacus_offset) == (0.75, 8, 8, None)
     assert prog.weight == 0.25
-    (full_only,) = plan_calls(4, 2, 0.0, gen, max_k=0)
+    (full_only,) = plan_calls(4, 2, 0.0, gen, OffsetDraw(0))
     assert (full_only.n, full_only.k, full_only.abacus_offset) == (2, 2, 0)
 
 
 def test_draws_are_a_function_of_seed_and_index():
     def draws(seed, index):
-        return plan_calls(16, 8, 1.0, micro_batch_generator(seed, index), max_k=100)
+        return plan_calls(16, 8, 1.0, micro_batch_generator(seed, index), OffsetDraw(100))
 
     assert draws(3, 17) == draws(3, 17)
     assert len({tuple(draws(3, i)) for i in range(30)}) > 10

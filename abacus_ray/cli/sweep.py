@@ -10,13 +10,14 @@ Every flag is validated before Ray is imported or started: bad input costs no cl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from abacus_ray.sweep import Sweep, Trial
+from abacus_ray.sweep import Search, Sweep, Trial
 
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"  # the checkout's sweeps/ (editable install)
 _DECLARED: dict[str, Sweep] = {}  # sweeps handed over by a sweep file run as a script
@@ -84,6 +85,14 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
                    help="run only the first N trials of the expansion (smoke tests)")
     for flag in sweep.flags:
         p.add_argument(flag.name, default=None, help=f"{flag.help} (sets {flag.key}; a comma list sweeps it)")
+    if sweep.search is not None or sweep.tiny.search is not None or sweep.paper.search is not None:
+        p.add_argument("--samples", type=int, default=None, help="points the search tries (default: the sweep's)")
+        p.add_argument("--grace-steps", type=int, default=None,
+                       help="optimiser steps before ASHA may stop a trial (default: the sweep's)")
+        p.add_argument("--confirm", action="store_true",
+                       help="instead of searching: retrain the best point of this sweep's finished search (its "
+                            "search.parquet under --storage) with several seeds for each value of the compared "
+                            "axes, as the sweep NAME_confirm")
     p.add_argument("--dry-run", action="store_true",
                    help="print the expanded trials (name, swept values, full resolved config) as JSON; start nothing")
     p.add_argument("--no-eval", action="store_true", help="train only")
@@ -95,8 +104,29 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     return p
 
 
+def confirmation(sweep: Sweep, args: argparse.Namespace) -> Sweep:
+    """`--confirm`: the search's best finished point (highest last probe) as a plain sweep to retrain."""
+    import pyarrow.parquet as pq
+
+    from abacus_ray.sweep import best_point
+
+    path = Path(args.storage) / sweep.name / "search.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(2, f"no finished search of {sweep.name} to confirm (run it first)", str(path))
+    return sweep.confirmation(args.preset, best_point(pq.read_table(path).to_pylist()))
+
+
+def search_of(sweep: Sweep, args: argparse.Namespace) -> Search | None:
+    """The sweep's search under `--samples` / `--grace-steps` (None: a plain sweep)."""
+    search = sweep.search_for(args.preset)
+    if search is None:
+        return None
+    changed = {k: v for k, v in (("samples", args.samples), ("grace_steps", args.grace_steps)) if v is not None}
+    return dataclasses.replace(search, **changed)
+
+
 def expand(sweep: Sweep, args: argparse.Namespace) -> list[Trial]:
-    """The sweep's trials under the parsed flags (validated; no Ray)."""
+    """The sweep's trials under the parsed flags (validated; no Ray): a search's picked points in order."""
     from abacus_ray.config.dicts import parse_set
     from abacus_ray.evaluation.grids import resolve_grid_names
 
@@ -116,6 +146,9 @@ def expand(sweep: Sweep, args: argparse.Namespace) -> list[Trial]:
                           grids=tuple(args.grids) if args.grids else None)
     if not trials:
         raise ValueError(f"--preset: {args.preset} expands to no trials")
+    search = search_of(sweep, args)
+    if search is not None:
+        trials = search.pick(trials)
     if args.max_trials is not None:
         if args.max_trials < 1:
             raise ValueError(f"--max-trials: must be >= 1, got {args.max_trials}")
@@ -132,12 +165,16 @@ def handler(args: argparse.Namespace) -> int:
     parsed = parse_args(build_parser(sweep), args.flags)
     if isinstance(parsed, int):  # --help (0) or a one-line usage error (2)
         return parsed
+    if getattr(parsed, "confirm", False):
+        sweep = confirmation(sweep, parsed)
     trials = expand(sweep, parsed)
+    search = search_of(sweep, parsed)
     if parsed.dry_run:
         from abacus_ray.training.budget import plan
 
         print(json.dumps({"sweep": sweep.name, "caption": sweep.caption, "preset": parsed.preset,
                           "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
+                          "search": dataclasses.asdict(search) if search else None,
                           "trials": [{"name": t.name, "params": t.params,
                                       "budget": plan(t.config, t.config.cluster.workers),
                                       "config": t.config.to_dict()} for t in trials]},
@@ -155,7 +192,8 @@ def handler(args: argparse.Namespace) -> int:
     leave_working_dir(storage)
     root = run_sweep(sweep.name, parsed.preset, trials, storage=storage, address=parsed.address,
                      evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
-                     eval_recurrences=sweep.eval_recurrences_for(parsed.preset), tracking=parsed.tracking)
+                     eval_recurrences=sweep.eval_recurrences_for(parsed.preset), tracking=parsed.tracking,
+                     search=search)
     if not parsed.no_dashboard and (root / "results").exists():
         from dashboards.build import build_site
 

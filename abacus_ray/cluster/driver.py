@@ -23,6 +23,7 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
 from abacus_ray.cluster.placement import DRIVER_CPU, PendingWatch, max_concurrency, worker_bundle
+from abacus_ray.cluster.search import scheduler, write_search
 from abacus_ray.cluster.tracking import callbacks as tracking_callbacks
 from abacus_ray.cluster.tracking import log_evaluation
 from abacus_ray.cluster.trial import run_trial
@@ -30,7 +31,7 @@ from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
 from abacus_ray.evaluation.plan import Source, plan_items
 from abacus_ray.model.checkpoint import latest_checkpoint
-from abacus_ray.sweep import Trial
+from abacus_ray.sweep import Search, Trial
 
 MAX_TRIAL_FAILURES = 3  # a trial whose driver died (its node lost) restarts, resuming its Train run
 
@@ -58,8 +59,12 @@ def _check_same_sweep(root: Path, spec: dict[str, Any]) -> None:
 
 
 def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
-              tracking: str = "mlflow") -> list[tuple[Source, ExperimentConfig]]:
-    """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials."""
+              tracking: str = "mlflow", search: Search | None = None) -> list[tuple[Source, ExperimentConfig]]:
+    """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials.
+
+    With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and the
+    search's reports are written to `search.parquet`; only trials that ran their whole budget are returned.
+    """
     by_name = {t.name: t.config for t in trials}
     limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
     _check_same_sweep(root, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
@@ -82,7 +87,8 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
             trainable,
             param_space={k: tune.choice(v) for k, v in choices.items()},
             tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
-                points_to_evaluate=points, max_concurrent=limit)),
+                points_to_evaluate=points, max_concurrent=limit),
+                scheduler=scheduler(search, trials) if search is not None else None),  # RAY: ASHA
             run_config=tune.RunConfig(name="tune", storage_path=str(root), verbose=1,
                                       failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES),
                                       callbacks=tracking_callbacks(tracking, root, name, by_name)),
@@ -115,6 +121,12 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
             continue
         finished.setdefault(run_name, (Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name]))
     failed = sorted(set(failed) - set(finished))
+    if search is not None:
+        table = write_search(root, grid, trials, search)
+        stopped = sorted({r.config["run"] for r in grid if r.error is None} & set(failed))
+        failed = sorted(set(failed) - set(stopped))
+        print(f"{name}: search of {len(trials)} point(s): {len(finished)} ran their budget, {len(stopped)} "
+              f"stopped early by ASHA; {table}", file=sys.stderr)
     if failed:
         print(f"{name}: {len(failed)} trial(s) did not finish: {', '.join(failed)}", file=sys.stderr)
     return list(finished.values())
@@ -122,7 +134,7 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
 
 def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Path, address: str | None = None,
               evaluate: bool = True, num_cpus: int | None = None, eval_recurrences: tuple[int, ...] = (),
-              tracking: str = "mlflow") -> Path:
+              tracking: str = "mlflow", search: Search | None = None) -> Path:
     """Train and evaluate one figure's sweep; returns its directory. Each finished trial is scored on its own
     config's `eval` settings (trials with equal settings share one Ray Data pass)."""
     root = storage.resolve() / name
@@ -130,7 +142,7 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
         resolve_grid_names(t.config.eval.grids)
     runtime.init(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
-    finished = train_all(name, preset_name, trials, root, tracking)
+    finished = train_all(name, preset_name, trials, root, tracking, search)
     if evaluate and finished:
         groups: dict[Any, list[Source]] = {}
         for source, cfg in finished:

@@ -28,6 +28,7 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.cluster.rendezvous import LoopbackTorchConfig
 from abacus_ray.config import ExperimentConfig
+from abacus_ray.evaluation.probe import Probe
 from abacus_ray.training.loop import train
 
 MAX_FAILURES = 3  # worker-group restarts per trial before the trial errors
@@ -41,14 +42,14 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
     resume = Path(previous.to_directory(str(scratch / "resume"))) if previous is not None else None
 
     def report(metrics: dict[str, Any]) -> None:
-        clean = {k: metrics[k] for k in REPORTED_KEYS if metrics.get(k) is not None}
+        clean = {k: v for k, v in metrics.items() if v is not None and (k in REPORTED_KEYS or k.startswith("probe"))}
         path = metrics.get("checkpoint")
         checkpoint = Checkpoint.from_directory(path) if path else None
         report_fn(clean, checkpoint=checkpoint, checkpoint_dir_name=Path(path).name if path else None)
 
     try:
         train(cfg, device, process_group=group, report=report, checkpoint_dir=scratch / "checkpoints",
-              resume_from=resume)
+              resume_from=resume, probe=Probe.of(cfg))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

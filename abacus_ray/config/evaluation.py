@@ -26,6 +26,11 @@ class EvalConfig:
     # Index-hint models (Fig. 21): "official" scores the digits only, hint symbols dropped from the
     # output, up to twice the answer field generated (docs/fidelity.md); "strict" also checks every hint.
     hint_scoring: str = "official"
+    # The probe (evaluation/probe.py): exact match on diagonal cells (n, n) scored every `probe_every`
+    # optimiser steps during training, the metric Tune's early stopping reads; () = no probe.
+    probe_lengths: tuple[int, ...] = ()
+    probe_every: int = 500
+    probe_per_cell: int = 50
 
     def __post_init__(self) -> None:
         check(self.per_cell >= 1, "eval.per_cell", f"must be >= 1, got {self.per_cell}")
@@ -34,4 +39,8 @@ class EvalConfig:
               f"must be >= 1, got {self.recurrences}")
         check_choice(self.precision, "eval.precision", PRECISIONS)
         check_choice(self.hint_scoring, "eval.hint_scoring", HINT_SCORINGS)
+        check(all(n >= 1 for n in self.probe_lengths), "eval.probe_lengths",
+              f"lengths must be >= 1, got {list(self.probe_lengths)}")
+        check(self.probe_every >= 1, "eval.probe_every", f"must be >= 1, got {self.probe_every}")
+        check(self.probe_per_cell >= 1, "eval.probe_per_cell", f"must be >= 1, got {self.probe_per_cell}")
         check(self.token_budget >= 0, "eval.token_budget", f"must be >= 0 (0 = auto), got {self.token_budget}")

@@ -13,6 +13,7 @@ POSITIONS = ("abacus", "fire", "rope", "nope", "learned", "abacus+fire", "abacus
 INJECTIONS = ("none", "first", "every")
 NORMS = ("post", "pre")
 INIT_STATES = ("noise", "zeros")
+K_DRAWS = ("uniform", "balanced")  # the Abacus offset draw (model/positions.py OffsetDraw)
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class ModelConfig:
     hidden: int = 1024
     intermediate: int = 2048  # the GLU's input width; the gated width is intermediate // 2
     heads: int = 16
-    max_k: int = 100  # Abacus offset k ~ U{0..max_k} in training
+    max_k: int = 100  # Abacus offset k in {0..max_k} in training
+    k_draw: str = "uniform"  # uniform: the paper's k ~ U{0..max_k}; balanced: every row trained alike (model.positions)
     abacus_table: int = 512  # rows of the Abacus (and learned) position table
     norm: str = "post"
     init_state: str = "noise"  # noise: N(0, init_std^2) initial recurrent state (official code); zeros
@@ -52,6 +54,7 @@ class ModelConfig:
               f"{self.heads} heads do not divide model.hidden={self.hidden}")
         check(self.intermediate % 2 == 0, "model.intermediate", f"must be even (GLU halves it), got {self.intermediate}")
         check(self.max_k >= 0, "model.max_k", f"must be >= 0, got {self.max_k}")
+        check_choice(self.k_draw, "model.k_draw", K_DRAWS)
         check(self.init_std >= 0, "model.init_std", f"must be >= 0, got {self.init_std}")
         check(self.fire_max_length >= 0, "model.fire_max_length", f"must be >= 0, got {self.fire_max_length}")
         check(self.eval_recurrences is None or self.eval_recurrences >= 1, "model.eval_recurrences",

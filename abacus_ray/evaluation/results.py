@@ -175,21 +175,25 @@ def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def write_part(directory: str | Path, table: pa.Table) -> Path:
-    """Write `table` as a new `part-<uuid>.parquet` atomically (temp file + fsync + rename)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    name = f"part-{uuid.uuid4().hex}.parquet"
-    tmp = directory / f".tmp-{name}"
+def write_table(path: str | Path, table: pa.Table) -> Path:
+    """Write `table` to `path` atomically: a temporary file beside it, fsync, then rename over it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
     try:
         pq.write_table(table, tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, directory / name)
+        os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
-    return directory / name
+    return path
+
+
+def write_part(directory: str | Path, table: pa.Table) -> Path:
+    """Write `table` as a new `part-<uuid>.parquet` of `directory` atomically."""
+    return write_table(Path(directory) / f"part-{uuid.uuid4().hex}.parquet", table)
 
 
 def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:

@@ -12,8 +12,14 @@ Lookups past the end of a table are caught here, on the host, with a `ValueError
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 from torch import Tensor, nn
+
+from abacus_ray.config import ExperimentConfig
 
 from abacus_ray.tasks.tokenizer import FIRST_DIGIT_ID, LAST_DIGIT_ID
 
@@ -49,13 +55,67 @@ def shift_abacus(positions: Tensor, offset: int) -> Tensor:
     return torch.where(positions > 0, positions + offset, positions)
 
 
-def draw_abacus_offset(max_k: int, generator: torch.Generator | None = None) -> int:
-    """One k ~ U{0..max_k} (both ends inclusive) for a whole forward call: the paper's offset draw (Sec. 3),
-    its one home. The training loop passes its per-micro-batch generator; a bare `model.train()` forward
-    draws from the global torch RNG (no `generator=None` argument: torch.compile cannot trace that)."""
+def draw_abacus_offset(max_k: int, generator: torch.Generator | None = None, probs: Tensor | None = None) -> int:
+    """One k in {0..max_k} for a whole forward call: the paper's offset draw (Sec. 3), its one home.
+
+    `probs` None is the paper's k ~ U{0..max_k} (both ends inclusive); otherwise k ~ probs (the
+    `balanced` draw of `OffsetDraw`). The training loop passes its per-micro-batch generator; a bare
+    `model.train()` forward draws from the global torch RNG (no `generator=None` argument:
+    torch.compile cannot trace that)."""
+    if probs is not None:
+        return int(torch.multinomial(probs, 1, generator=generator).item())
     if generator is None:
         return int(torch.randint(0, max_k + 1, ()).item())
     return int(torch.randint(0, max_k + 1, (), generator=generator).item())
+
+
+@functools.lru_cache(maxsize=16)
+def balanced_offset_weights(max_k: int, longest_run: int, iterations: int = 2000) -> tuple[float, ...]:
+    """P(k) for k = 0..max_k such that every Abacus row 1..max_k + longest_run is trained about equally often.
+
+    Under the paper's uniform k, row p is trained by every offset k < p whose number reaches digit
+    p - k; digit d of a run is reached with probability S(d) = (D - d + 1) / D when run lengths are
+    uniform on 1..D (D = `longest_run`). The rows past max_k + 1 are reached only by the largest offsets
+    and only by long runs, so the highest rows, the ones a long test number needs, are trained least:
+    for k = 180 and D = 21 the top row is trained 231x less often than a middle one. This solves
+    coverage(p) = sum_k P(k) S(p - k) = constant for P >= 0 by Richardson-Lucy iterations (the
+    nonnegative solution closest in KL divergence); it puts extra mass on k = max_k (and on k = 0)
+    and brings the top row to 1/27 of the middle (docs/results.md, "10x extrapolation").
+    """
+    if max_k < 0 or longest_run < 1:
+        raise ValueError(f"model.max_k / longest run: need max_k >= 0 and a run >= 1, got {max_k}, {longest_run}")
+    reach = (longest_run - np.arange(longest_run)) / longest_run  # S(1..D)
+    cover = np.zeros((max_k + longest_run, max_k + 1))  # cover[p - 1, k] = S(p - k)
+    for k in range(max_k + 1):
+        cover[k:k + longest_run, k] = reach
+    w = np.full(max_k + 1, 1.0 / (max_k + 1))
+    col = cover.sum(axis=0)
+    for _ in range(iterations):
+        c = cover @ w
+        w *= (cover.T @ (c.mean() / c)) / col
+        w /= w.sum()
+    return tuple(float(x) for x in w)
+
+
+@dataclass(frozen=True)
+class OffsetDraw:
+    """How a run draws its Abacus offsets (`model.k_draw`): the paper's uniform k, or `balanced`."""
+
+    max_k: int
+    probs: Tensor | None = None  # None: uniform
+
+    @classmethod
+    def of(cls, cfg: ExperimentConfig) -> OffsetDraw | None:
+        """The experiment's draw; None for a model without Abacus positions (nothing to draw)."""
+        m = cfg.model
+        if not m.uses_abacus:
+            return None
+        if m.k_draw == "uniform":
+            return cls(m.max_k)
+        return cls(m.max_k, torch.tensor(balanced_offset_weights(m.max_k, cfg.task.longest_digit_run)))
+
+    def draw(self, generator: torch.Generator | None = None) -> int:
+        return draw_abacus_offset(self.max_k, generator, self.probs)
 
 
 def table_error(what: str, needed_rows: int, rows: int, detail: str) -> ValueError:

@@ -32,6 +32,7 @@ from torch import nn
 
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.model import checkpoint as ckpt
+from abacus_ray.model.positions import OffsetDraw
 from abacus_ray.model.precision import resolve_precision
 from abacus_ray.training.budget import Budget
 from abacus_ray.training.distributed import agree, global_denominator, rank_and_world, wrap_ddp
@@ -73,13 +74,17 @@ def _check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path)
 
 def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_group: Any = None,
           report: Callable[[dict], None] | None = None, checkpoint_dir: str | Path | None = None,
-          resume_from: str | Path | None = None) -> TrainResult:
+          resume_from: str | Path | None = None,
+          probe: Callable[[nn.Module], dict[str, float]] | None = None) -> TrainResult:
     """Train `cfg`'s model until its budget is spent; see the module docstring.
 
     process_group: a `torch.distributed` group (e.g. `dist.group.WORLD` under Ray Train) for DDP;
         None trains in this process alone even if a default group exists.
     checkpoint_dir: root for numbered checkpoints `step-NNNNNNNNN/` (rank 0 writes; newest 2 kept).
     resume_from: a checkpoint directory, or a root whose latest checkpoint is used.
+    probe: scores the model every `eval.probe_every` steps, at the start and at the end
+        (`evaluation.probe.Probe`); its numbers join every later report. It runs under a forked RNG
+        and the model goes back to train mode, so the trained weights are the same with or without it.
     """
     from abacus_ray.model.transformer import ArithmeticTransformer
     from abacus_ray.tasks.stream import TrainStream, pad_batch, padded_length
@@ -140,10 +145,17 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     recurrences = cfg.model.recurrences
     limit = backprop_limit(recurrences, tc.max_backprop)
     throttle = throttle_factor(recurrences, limit) if tc.throttle else 1.0
-    max_k = cfg.model.max_k if cfg.model.uses_abacus else None
+    offsets = OffsetDraw.of(cfg)
     depth_total, depth_grad = expected_depths(recurrences, limit, tc.alpha)
     peak = peak_flops(device)
     losses: list[float] = []
+    probed: dict[str, float] = {}
+
+    def run_probe() -> None:
+        """Score the probe without touching the training RNG streams or leaving eval mode on."""
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            probed.update(probe(model))
+        model.train()
 
     def sync(loss_sum: float = 0.0, tokens: float = 0.0) -> tuple[float, float]:
         """Adopt rank 0's clock; sum the step's loss and tokens over ranks."""
@@ -176,6 +188,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
                    "device_hours": budget.device_hours, "eta_s": eta_seconds(fraction, fraction_start, now),
                    "elapsed_s": now, "rank": rank, "world_size": world, "final": final,
                    "checkpoint": saved[0] if saved else None, "model_id": saved[1] if saved else None}
+        metrics.update(probed)
         if peak is not None and rates["mean_seq_len"] > 0:
             flops = model.flops_per_token(round(rates["mean_seq_len"]), depth_total, grad_recurrences=depth_grad)
             metrics["mfu"] = flops * rates["positions_per_s"] / (peak * world)
@@ -184,6 +197,8 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
         return metrics
 
     budget.start()
+    if probe is not None:
+        run_probe()
     sync()
     fraction_start = budget.fraction()
     batch_size = ramped_batch_size(fraction_start, tc.global_batch, mbs_eff, tc.batch_ramp)
@@ -201,7 +216,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
             batch = stream.batch(micro_index, mbs, rank, world)
             if fixed_len is not None:
                 batch = pad_batch(batch, fixed_len)
-            calls = plan_calls(recurrences, limit, tc.alpha, micro_batch_generator(cfg.seed, micro_index), max_k)
+            calls = plan_calls(recurrences, limit, tc.alpha, micro_batch_generator(cfg.seed, micro_index), offsets)
             micro_index += 1
             ids = batch.input_ids.to(device, non_blocking=True)
             mask = batch.target_mask.to(device, non_blocking=True)
@@ -250,12 +265,17 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
         if fraction < 1.0 and now - last_ckpt_s >= tc.checkpoint_every_min * 60:
             last_ckpt_s = now
             saved = save(fraction, step_loss)
-        if fraction < 1.0 and (saved is not None or now - last_report_s >= tc.report_every_s):
+        fresh = probe is not None and budget.step % cfg.eval.probe_every == 0
+        if fresh:
+            run_probe()
+        if fraction < 1.0 and (saved is not None or fresh or now - last_report_s >= tc.report_every_s):
             emit(window, fraction, lr, final=False, saved=saved)
             last_report_s = now
             window = Window(start_s=now)
 
     fraction = budget.fraction()
+    if probe is not None and budget.step % cfg.eval.probe_every != 0:
+        run_probe()
     final_saved = save(fraction, losses[-1] if losses else math.nan)  # periodic saves stop short of f = 1
     metrics = emit(session, fraction, lr, final=True, saved=final_saved)
     model.eval()

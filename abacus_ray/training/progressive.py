@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from abacus_ray.model.positions import draw_abacus_offset
+from abacus_ray.model.positions import OffsetDraw
 
 
 class Call(NamedTuple):
@@ -64,17 +64,18 @@ def draw_depth(recurrences: int, limit: int, gen: torch.Generator) -> tuple[int,
     return n, k
 
 
-def plan_calls(recurrences: int, limit: int, alpha: float, gen: torch.Generator, max_k: int | None) -> list[Call]:
-    """The forward passes of one micro-batch; `max_k` None means no Abacus offset to draw."""
+def plan_calls(recurrences: int, limit: int, alpha: float, gen: torch.Generator,
+               offsets: OffsetDraw | None) -> list[Call]:
+    """The forward passes of one micro-batch; `offsets` None means no Abacus offset to draw."""
     if not 0 <= alpha <= 1:
         raise ValueError(f"alpha: must be in [0, 1], got {alpha}")
     calls = []
     if alpha != 1:
-        offset = None if max_k is None else draw_abacus_offset(max_k, gen)
+        offset = None if offsets is None else offsets.draw(gen)
         calls.append(Call(1.0 - alpha, recurrences - limit, limit, offset))
     if alpha != 0:
         n, k = draw_depth(recurrences, limit, gen)
-        offset = None if max_k is None else draw_abacus_offset(max_k, gen)
+        offset = None if offsets is None else offsets.draw(gen)
         calls.append(Call(alpha, n, k, offset))
     return calls
 

@@ -1,0 +1,84 @@
+"""A sweep's search on Ray Tune: the ASHA scheduler over the probe, and the search's own table.
+
+`abacus_ray.sweep.Search` says which points run (a seeded random sample of the cross product) and
+how they are ranked; here Tune's `ASHAScheduler` stops the weaker trials at step rungs, and the
+finished search is written to `{sweep}/search.parquet`: one row per training report of every trial
+(step, probe, loss), with the trial's status (`finished`, `stopped` by ASHA, `error`), its swept
+values and its best and last probe. The dashboard's "Search" view and `--confirm` read that file
+(docs/results-schema.md, "search.parquet").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from ray.tune import ResultGrid
+from ray.tune.schedulers import ASHAScheduler
+
+from abacus_ray.evaluation.results import write_table
+from abacus_ray.sweep import Search, Trial
+
+SEARCH_FILE = "search.parquet"
+STATUSES = ("finished", "stopped", "error")
+
+
+def scheduler(search: Search, trials: Sequence[Trial]) -> ASHAScheduler:
+    """RAY: Tune's asynchronous successive halving on the reported `step`; a trial that reaches its
+    own budget ends normally (stop_last_trials=False), so it keeps its final checkpoint and report."""
+    steps = [t.config.train.max_steps for t in trials]
+    if any(s is None for s in steps):
+        raise ValueError("train.max_steps: a search ranks trials at step rungs; give every trial a steps budget")
+    return ASHAScheduler(time_attr="step", metric=search.metric, mode="max", max_t=max(steps),
+                         grace_period=search.grace_steps, reduction_factor=search.reduction, stop_last_trials=False)
+
+
+def _status(result) -> str:
+    if result.error is not None:
+        return "error"
+    return "finished" if (result.metrics or {}).get("final") else "stopped"
+
+
+def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[dict[str, Any]]:
+    """One row per report of every trial Tune ran (a trial without reports gives one row of its status)."""
+    params = {t.name: t.params for t in trials}
+    rows = []
+    for result in grid:
+        run = result.config["run"]
+        history = result.metrics_dataframe
+        reports = history.to_dict("records") if history is not None and len(history) else [result.metrics or {}]
+        scores = [float(r[metric]) for r in reports if r.get(metric) is not None and not _nan(r[metric])]
+        base = {"run": run, "trial_id": (result.metrics or {}).get("trial_id"), "status": _status(result),
+                "params": json.dumps(params.get(run, {}), sort_keys=True),
+                "best": max(scores) if scores else None, "last": scores[-1] if scores else None}
+        for r in reports:
+            rows.append({**base, "step": _int(r.get("step")), "metric": _float(r.get(metric)),
+                         "loss": _float(r.get("loss")), "elapsed_s": _float(r.get("elapsed_s"))})
+    return rows
+
+
+def write_search(root: Path, grid: ResultGrid, trials: Sequence[Trial], search: Search) -> Path:
+    """Write (replace) `{root}/search.parquet` atomically; returns its path."""
+    rows = search_rows(grid, trials, search.metric)
+    schema = pa.schema([("run", pa.string()), ("trial_id", pa.string()), ("status", pa.string()),
+                        ("params", pa.string()), ("best", pa.float64()), ("last", pa.float64()),
+                        ("step", pa.int64()), ("metric", pa.float64()), ("loss", pa.float64()),
+                        ("elapsed_s", pa.float64())])
+    table = pa.Table.from_pylist(rows, schema=schema).replace_schema_metadata({"metric": search.metric})
+    return write_table(root / SEARCH_FILE, table)
+
+
+def _nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None or _nan(v) else float(v)
+
+
+def _int(v: Any) -> int | None:
+    return None if v is None or _nan(v) else int(v)
