@@ -19,10 +19,10 @@ RAY_ADDRESS ?= auto
 FIGURES := fig3_embeddings fig4_depth_recurrence fig5_add_sub fig6_multiplication fig7_relative \
            fig8_bitwise_or fig9_data_size fig10_k fig11_large_k fig15_recurrence_outputs fig16_no_mask \
            fig18_effective_depth fig19_injection_throttle fig20_random_padding fig21_index_hints \
-           table1_sorting table2_sorting_arch
+           table1_sorting table2_sorting_arch extrapolation_10x
 
 .PHONY: install test test-fast demo lint bench soak clean eval-100plus dashboards browser-deps $(FIGURES) \
-        fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 fig15 fig16 fig18 fig19 fig20 fig21 table1 table2
+        fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 fig15 fig16 fig18 fig19 fig20 fig21 table1 table2 x10
 
 install: $(STAMP)
 
@@ -97,6 +97,7 @@ fig20: fig20_random_padding
 fig21: fig21_index_hints
 table1: table1_sorting
 table2: table2_sorting_arch
+x10: extrapolation_10x  # the search beyond the paper (docs/results.md §6)
 
 lint: install
 	$(BIN)/ruff check abacus_ray tests benchmarks sweeps dashboards

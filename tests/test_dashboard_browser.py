@@ -10,6 +10,7 @@ sweep page is printed (not asserted) and a screenshot saved (DASHBOARD_SCREENSHO
 and say so: a missing browser is a missing input, not a reason to skip.
 """
 
+import json
 import os
 import shutil
 import time
@@ -176,3 +177,34 @@ def test_sweep_page_plots_selectors_and_hover(site, browser):
         shutil.copy(shot, Path(keep) / "dashboard_sweep.png")
     print(f"\nsweep page load (goto -> all plots drawn): {seconds:.2f} s")
     page.close()
+
+
+def test_search_view_shows_the_tried_the_stopped_and_the_best(site, browser, tmp_path):
+    """A sweep root with a search.parquet (cluster/search.py's writer) gets the "Search" section."""
+    from abacus_ray.cluster.search import write_search_rows
+
+    root, _ = site
+    trials = [("sample/a", "finished", [0.1, 0.5, 0.8]), ("sample/b", "stopped", [0.05]),
+              ("sample/c", "finished", [0.2, 0.6, 0.7])]
+    rows = [{"run": run, "trial_id": run[-1], "status": status, "params": json.dumps({"model.max_k": n}),
+             "best": max(probes), "last": probes[-1], "step": 100 * (s + 1), "metric": p, "loss": 1.0 - p,
+             "elapsed_s": 10.0 * s} for n, (run, status, probes) in enumerate(trials) for s, p in enumerate(probes)]
+    path = write_search_rows(root / "sample", rows, "probe")
+    try:
+        out = build_site(root, tmp_path / "dashboard").parent
+    finally:
+        path.unlink()
+    w = Watched(browser)
+    w.open(out / sweep_file("sample"))
+    w.clean()
+    page = w.page
+    assert page.evaluate("document.querySelectorAll('#search .scatterlayer .trace').length") == 3
+    dashes = page.evaluate("document.getElementById('search').data.map(t => t.line.dash)")
+    assert dashes == ["solid", "dot", "solid"]  # the trial ASHA stopped is dotted
+    best = page.evaluate("document.getElementById('search-best').data[0].y")
+    assert best == pytest.approx([80.0, 80.0, 80.0])
+    body = page.inner_text("#search-section table")
+    lines = [line.split("\t")[0] for line in body.splitlines()[1:]]
+    assert lines == ["a", "c", "b"]  # best last probe first
+    assert "3 configurations tried (2 finished, 1 stopped)" in page.inner_text("#search-section")
+    w.page.close()

@@ -61,15 +61,20 @@ def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[
     return rows
 
 
-def write_search(root: Path, grid: ResultGrid, trials: Sequence[Trial], search: Search) -> Path:
-    """Write (replace) `{root}/search.parquet` atomically; returns its path."""
-    rows = search_rows(grid, trials, search.metric)
-    schema = pa.schema([("run", pa.string()), ("trial_id", pa.string()), ("status", pa.string()),
-                        ("params", pa.string()), ("best", pa.float64()), ("last", pa.float64()),
-                        ("step", pa.int64()), ("metric", pa.float64()), ("loss", pa.float64()),
-                        ("elapsed_s", pa.float64())])
-    table = pa.Table.from_pylist(rows, schema=schema).replace_schema_metadata({"metric": search.metric})
+SCHEMA = pa.schema([("run", pa.string()), ("trial_id", pa.string()), ("status", pa.string()), ("params", pa.string()),
+                    ("best", pa.float64()), ("last", pa.float64()), ("step", pa.int64()), ("metric", pa.float64()),
+                    ("loss", pa.float64()), ("elapsed_s", pa.float64())])
+
+
+def write_search_rows(root: Path, rows: Sequence[dict[str, Any]], metric: str) -> Path:
+    """Write (replace) `{root}/search.parquet` from `search_rows`-shaped rows, atomically."""
+    table = pa.Table.from_pylist(list(rows), schema=SCHEMA).replace_schema_metadata({"metric": metric})
     return write_table(root / SEARCH_FILE, table)
+
+
+def write_search(root: Path, grid: ResultGrid, trials: Sequence[Trial], search: Search) -> Path:
+    """The finished (or interrupted) search's reports as `{root}/search.parquet`; returns its path."""
+    return write_search_rows(root, search_rows(grid, trials, search.metric), search.metric)
 
 
 def _nan(v: Any) -> bool:

@@ -20,7 +20,6 @@ import torch
 from torch import Tensor, nn
 
 from abacus_ray.config import ExperimentConfig
-
 from abacus_ray.tasks.tokenizer import FIRST_DIGIT_ID, LAST_DIGIT_ID
 
 

@@ -13,10 +13,14 @@
 #   grid     an 8 x 2 trained for TRAIN_MIN minutes, the whole paper-addition grid through the real
 #            CLI (timed, load included), and verdict flips fp32 vs bf16 / bf16-pure / tf32 -> $OUT/grid/
 #   share    4 tiny trials on one GPU (cluster.gpus_per_worker=0.25) against 1 alone -> $OUT/share/
-# Knobs: TRAIN_MIN (grid, default 4), MFU_MIN (mfu, default 5). Sweeps run with --tracking none and
+#   x10      issue 20 at paper scale: the 8 x 2 on size-20 addition with k <= 200 drawn `balanced`,
+#            trained X10_MIN minutes in all (rerun the stage with a larger X10_MIN to train on: it resumes), then scored on the GPU
+#            on the diagonal to 220 digits and a sparse grid past 100 (Wilson intervals in the
+#            summary); a checkpoint cannot come back, so scoring happens in the same command -> $OUT/x10/
+# Knobs: TRAIN_MIN (grid, default 4), MFU_MIN (mfu, default 5), X10_MIN (x10, default 6), X10_DRAW (balanced). Sweeps run with --tracking none and
 # --no-dashboard: the bundle carries neither MLflow nor plotly; Parquet and logs come back.
 set -uo pipefail
-STAGE=${1:?usage: run.sh check|raypath|mfu|grid|share|all}
+STAGE=${1:?usage: run.sh check|raypath|mfu|grid|share|x10|all}
 OUT=${OUT:?run on the device machine: \$OUT is where results come back}
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PYTHON:-python3}
@@ -105,8 +109,29 @@ print(f'$n trial(s) sharing one GPU: {len(rates)} finished, samples/s each', [ro
     done
 }
 
+x10() {
+    local d="$OUT/x10"; mkdir -p "$d"
+    hours=$($PY -c "print(${X10_MIN:-6} / 60)")
+    resume=(); [ -d /tmp/x10_run ] && resume=(--resume)  # the budget is the run's total: raise X10_MIN to go on
+    $PY -m abacus_ray.cli train "${paper_8x2[@]}" --set model.max_k=200 --set "model.k_draw=${X10_DRAW:-balanced}" \
+        --set train.budget_a4000_hours=null --set "train.budget_hours=$hours" --set train.report_every_s=30 \
+        --set train.checkpoint_every_min=2 "${resume[@]}" --out /tmp/x10_run --device cuda \
+        >> "$d/train.out" 2>> "$d/train.log"
+    echo "rc $?" >> "$d/train.log"
+    $PY -m abacus_ray.cli eval /tmp/x10_run --out "$d/results" --grid diagonal:1-220 \
+        --grid cells:101-221:30x101-221:30 --per-cell 100 --device cuda --quiet > "$d/eval.out" 2> "$d/eval.log"
+    $PY -m abacus_ray.cli summary "$d/results" --diagonal > "$d/summary.txt" 2>&1
+    $PY -c "
+from abacus_ray.evaluation.aggregate import with_intervals
+from abacus_ray.evaluation.results import read_cells
+c = with_intervals(read_cells('$d/results')).sort_values(['i', 'j'])
+for r in c.itertuples():  # every cell: accuracy and its Wilson 95 % interval
+    print(f'{r.i:>4} {r.j:>4} {100 * r.accuracy:6.1f} [{100 * r.acc_lo:5.1f}, {100 * r.acc_hi:5.1f}] n={r.n}')
+" > "$d/cells.txt" 2>&1
+}
+
 case "$STAGE" in
-    check|raypath|mfu|grid|share) "$STAGE" ;;
+    check|raypath|mfu|grid|share|x10) "$STAGE" ;;
     all) check; raypath; mfu; grid; share ;;
     *) echo "unknown stage $STAGE" >&2; exit 2 ;;
 esac

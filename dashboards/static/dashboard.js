@@ -332,6 +332,30 @@
     });
   }
 
+  // ---- the search: each trial's probe over steps (ASHA-stopped dotted), the best so far -----------
+  function renderSearch() {
+    const S = D.search;
+    if (!S || !S.trials.length || !document.getElementById("search")) return;
+    const traces = S.trials.map((t, n) => ({
+      type: "scatter", mode: "lines+markers", name: esc(`${t.run} (${t.status})`), x: t.x, y: t.y,
+      line: { color: t.status === "finished" ? PALETTE[n % PALETTE.length] : "#9aa1ad",
+              dash: t.status === "finished" ? "solid" : "dot" },
+      hovertemplate: "step %{x}: %{y:.1f}%<extra>%{fullData.name}</extra>",
+    }));
+    draw("search", traces, {
+      margin: { l: 60, r: 20, t: 20, b: 50 }, xaxis: { title: { text: "Optimiser step" } },
+      yaxis: { title: { text: "Probe exact match (%)" }, range: [0, 102] }, showlegend: false,
+    });
+    draw("search-best", [{
+      type: "scatter", mode: "lines+markers", line: { shape: "hv", color: PALETTE[2] }, name: "best so far",
+      x: S.best_so_far.map((b) => b.trial), y: S.best_so_far.map((b) => b.best),
+      text: S.best_so_far.map((b) => esc(b.run)), hovertemplate: "after %{x} trials: %{y:.1f}%<br>%{text}<extra></extra>",
+    }], {
+      margin: { l: 60, r: 20, t: 20, b: 50 }, xaxis: { title: { text: "Trials tried" }, dtick: 1 },
+      yaxis: { title: { text: "Best probe so far (%)" }, range: [0, 102] },
+    });
+  }
+
   // ---- live mode: reload when the server rebuilt from new Parquet parts -------------------------
   function live() {
     if (!/^https?:$/.test(location.protocol)) return;
@@ -352,6 +376,7 @@
     renderLines();
     renderBars();
     renderRecurrence();
+    renderSearch();
   }
 
   if (state.entry === null) return;
