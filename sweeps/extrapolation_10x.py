@@ -13,7 +13,7 @@ run their whole budget are scored on the long diagonal (and, at paper scale, a s
 
 The tiny preset asks the same question at CPU scale, from 5-digit training: 10 points of 24, 2-layer
 models, budgets of 3,000 or 6,000 steps (at most ~8 CPU-minutes a model), k up to 30 (rows to 36),
-probed at 8, 12, 16 and 20 digits, scored on the diagonal to 40 digits.
+probed at 6, 8, 10 and 12 digits, scored on the diagonal to 40 digits.
 """
 
 import sys
@@ -26,6 +26,7 @@ SWEEP = Sweep(
     name="extrapolation_10x",
     caption=__doc__.splitlines()[0],
     base={"task.name": "add", "model.positions": "abacus", "train.budget_a4000_hours": None,
+          "cluster.trainer": "function",  # one worker per trial, inside its Tune trial: ASHA can stop it cleanly
           "eval.probe_lengths": [40, 60, 100, 150, 200], "eval.probe_per_cell": 25, "eval.probe_every": 500},
     variants=[looped(8, 2), standard_ii(16)],
     axes={"model.max_k": [100, 180, 200], "model.k_draw": ["uniform", "balanced"],
@@ -36,7 +37,7 @@ SWEEP = Sweep(
                                                       "task.train_max_len": 20},),
                   compare={"model.k_draw": ["uniform", "balanced"]}),
     tiny=Scale(
-        overrides={"task.train_max_len": 5, "eval.probe_lengths": [8, 12, 16, 20], "eval.probe_per_cell": 50,
+        overrides={"task.train_max_len": 5, "eval.probe_lengths": [6, 8, 10, 12], "eval.probe_per_cell": 50,
                    "eval.per_cell": 100, "train.budget_hours": None, "cluster.cpus_per_worker": 0.98},
         variants=[standard_ii(2), looped(1, 2)],
         axes={"model.max_k": [10, 20, 30], "model.k_draw": ["uniform", "balanced"],

@@ -66,6 +66,9 @@ def test_search_picks_its_first_points_then_a_seeded_sample():
     assert [t.name for t in other] != [t.name for t in picked]
     with pytest.raises(ValueError, match="search.first"):
         Search(samples=2, grace_steps=1, first=({"model.max_k": 99},)).pick(pool)
+    torch_trials = sweep.expand("tiny", overrides={"cluster.trainer": "torch"})
+    with pytest.raises(ValueError, match="cluster.trainer"):  # a stopped TorchTrainer would leak its workers
+        search.pick(torch_trials)
     paper = sweep.expand("paper")
     assert max(t.config.model.max_k for t in paper) >= 180
     assert {t.config.model.k_draw for t in paper} == {"uniform", "balanced"}
@@ -100,7 +103,7 @@ def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
     expansion from that search."""
     flags = ["--storage", str(tmp_path), "--samples", "4", "--grace-steps", "20", "--set", "train.max_steps=60",
              "--set", "eval.probe_every=20", "--set", "eval.probe_lengths=2,6", "--set", "eval.probe_per_cell=10",
-             "--set", "eval.per_cell=10", "--set", "cluster.trainer=function", "--grid", "diagonal:1-8",
+             "--set", "eval.per_cell=10", "--grid", "diagonal:1-8",
              "--tracking", "none"]
     assert main(["sweep", "extrapolation_10x", *flags]) == 0
     root = tmp_path / "extrapolation_10x"
