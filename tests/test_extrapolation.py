@@ -96,6 +96,10 @@ def test_set_pins_a_swept_axis():
     assert [t.config.model.max_k for t in trials] == [7]
 
 
+def finished_runs(search) -> set[str]:
+    return set(search.loc[search["status"] == "finished", "run"])
+
+
 @pytest.mark.ray
 def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
     """The sweep file as a user runs it, 4 points of 60 steps: Tune's ASHA over the probe, search.parquet,
@@ -109,9 +113,11 @@ def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
     root = tmp_path / "extrapolation_10x"
     search = pq.read_table(root / "search.parquet").to_pandas()
     assert search["run"].nunique() == 4 and set(search["status"]) <= {"finished", "stopped"}
-    assert (search.groupby("run")["step"].min() == 20).all()  # every trial reports at the first rung
+    steps = search.groupby("run")["step"].apply(list)
+    assert all(len(v) == len(set(v)) and 20 in v for v in steps)  # each probe once, at its step; the first rung
+    assert all([s for s in v if s > 0] == [20, 40, 60] for v in steps[list(finished_runs(search))])  # 0: untrained
     assert search["metric"].notna().all() and search["metric"].between(0, 1).all()
-    finished = set(search.loc[search["status"] == "finished", "run"])
+    finished = finished_runs(search)
     cells = read_cells(root / "results")
     assert set(cells["run_id"]) == finished and len(cells) == 8 * len(finished)
     assert "stopped early by ASHA" in capsys.readouterr().err

@@ -68,6 +68,7 @@ def test_probe_reports_without_changing_the_trained_model():
     assert calls == [False] * 4  # at the start, steps 4 and 8, and the end (10)
     steps = [r["step"] for r in reports]
     assert steps == [4, 8, 10]  # a fresh probe is reported at once
+    assert [r["probe_step"] for r in reports] == [4, 8, 10]  # the step each probe was scored at
     final = reports[-1]
     assert set(final) >= {"probe", "probe_2", "probe_4"}
     assert final["probe"] == pytest.approx((final["probe_2"] + final["probe_4"]) / 2)

@@ -2,8 +2,8 @@
 
 `abacus_ray.sweep.Search` says which points run (a seeded random sample of the cross product) and
 how they are ranked; here Tune's `ASHAScheduler` stops the weaker trials at step rungs, and the
-finished search is written to `{sweep}/search.parquet`: one row per training report of every trial
-(step, probe, loss), with the trial's status (`finished`, `stopped` by ASHA, `error`), its swept
+finished search is written to `{sweep}/search.parquet`: one row per probe of every trial (step,
+probe, and the loss of the report that first carried it), with the trial's status (`finished`, `stopped` by ASHA, `error`), its swept
 values and its best and last probe. The dashboard's "Search" view and `--confirm` read that file
 (docs/results-schema.md, "search.parquet").
 """
@@ -44,7 +44,8 @@ def _status(result) -> str:
 
 
 def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[dict[str, Any]]:
-    """One row per report of every trial Tune ran (a trial without reports gives one row of its status)."""
+    """One row per probe of every trial Tune ran, at the step it was scored (a trial without reports gives
+    one row of its status)."""
     params = {t.name: t.params for t in trials}
     rows = []
     for result in grid:
@@ -55,8 +56,13 @@ def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[
         base = {"run": run, "trial_id": (result.metrics or {}).get("trial_id"), "status": _status(result),
                 "params": json.dumps(params.get(run, {}), sort_keys=True),
                 "best": max(scores) if scores else None, "last": scores[-1] if scores else None}
-        for r in reports:
-            rows.append({**base, "step": _int(r.get("step")), "metric": _float(r.get(metric)),
+        seen = set()
+        for r in reports:  # a probe's numbers ride on every later report: keep each probe once, at its step
+            step = _int(r.get("probe_step", r.get("step")))
+            if step in seen:
+                continue
+            seen.add(step)
+            rows.append({**base, "step": step, "metric": _float(r.get(metric)),
                          "loss": _float(r.get("loss")), "elapsed_s": _float(r.get("elapsed_s"))})
     return rows
 

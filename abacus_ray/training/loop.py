@@ -154,7 +154,7 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     def run_probe() -> None:
         """Score the probe without touching the training RNG streams or leaving eval mode on."""
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            probed.update(probe(model))
+            probed.update(probe(model), probe_step=budget.step)
         model.train()
 
     def sync(loss_sum: float = 0.0, tokens: float = 0.0) -> tuple[float, float]:
