@@ -6,4 +6,5 @@ decoding     KV-cache, per-recurrence and naive greedy decoders          engine 
 results      versioned Parquet schema, atomic parts, keys                aggregate   region means, seed spread, Wilson CIs
 plan         settings, capacity check, missing cells, work units         progress    stderr progress bar with ETA
 runner       `score_cells` (unit of work) and `evaluate` (resumable, in-process)
+probe        exact match on a few long diagonal cells during training (a search's early-stopping metric)
 """
