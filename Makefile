@@ -40,11 +40,12 @@ endif
 	@echo "installed into $(VENV)"
 
 # The whole suite, browser tests included (browser-deps installs Playwright and Debian's chromium).
-# Two pytest-xdist workers, whole modules each (module fixtures run once), the longest modules first.
+# Two pytest-xdist workers, whole modules each (module fixtures run once), the longest modules first;
+# the 15 slowest tests are listed at the end (the critical path: README, "Development").
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: install browser-deps
-	$(PYTEST)
+	$(PYTEST) --durations=15
 
 # No Ray, no training beyond a few steps: the inner loop while editing (well under a minute on 2 cores).
 test-fast: install
