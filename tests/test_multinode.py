@@ -2,7 +2,7 @@
 grid evaluation across nodes, node loss. Everything goes through `ray job submit` with the token.
 
 The cluster (`tests/raycluster.py`): a head with 1 CPU, a "GPU node" with 2 CPUs, one fake GPU slot
-and the custom resource `accel`, and a CPU-only node with 2 CPUs and the custom resource `cpu_pool`, each its own raylet with its own
+and the custom resource `accel`, and a CPU-only node with 3 CPUs and the custom resource `cpu_pool`, each its own raylet with its own
 temp dir; storage is a directory every node sees. Where things ran is read from Ray's own records
 (the state API's actors, the placement-group table) and from the `worker` column of the results.
 """
@@ -32,6 +32,13 @@ print(json.dumps({"nodes": nodes, "pgs": {k: v["strategy"] for k, v in pgs.items
 """
 
 
+# SPARE: each CPU node offers one worker slot more than the two trials need. Measured: when a node dies
+# with a trial's Tune driver on it, the restarted trial waited 3.5 min in one run and more than 5 in
+# another before training again, with both CPU slots of the surviving node seemingly taken. The likely
+# cause (not confirmed): the dead Train controller's worker placement group, rescheduled by the GCS
+# onto the surviving node until Ray Train's cleaner removes it (docs/results.md, "Service findings").
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     import ray
@@ -44,7 +51,7 @@ def cluster(tmp_path_factory):
     try:
         c.start_head(num_cpus=1)
         c.add_node("gpu", num_cpus=2, num_gpus=1, resources={"accel": 1})
-        c.add_node("cpu", num_cpus=2, resources={"cpu_pool": 2})
+        c.add_node("cpu", num_cpus=3, resources={"cpu_pool": 3})  # 3: see SPARE above
         yield c
     finally:
         c.stop()
@@ -123,7 +130,7 @@ def test_lost_nodes_mid_sweep_and_mid_evaluation_lose_nothing(cluster, tmp_path)
     from abacus_ray.cli import main as cli_main
 
     t0 = time.monotonic()
-    cluster.add_node("victim", num_cpus=2, resources={"cpu_pool": 2})
+    cluster.add_node("victim", num_cpus=3, resources={"cpu_pool": 3})
     root = tmp_path / "nodeloss"
     with open(tmp_path / "job.log", "wb") as log:
         job = subprocess.Popen(cluster.wrap([str(RAY), "job", "submit", "--address", cluster.dashboard, "--working-dir",
@@ -141,13 +148,13 @@ def test_lost_nodes_mid_sweep_and_mid_evaluation_lose_nothing(cluster, tmp_path)
                 victim = next((name for name in ("victim", "cpu") if ids.get(name) in on), None)
         cluster.kill_node(victim)
         killed_training = time.monotonic() - t0
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 480  # a trial whose driver died restarts after minutes (measured 3.5)
         while not list((root / "results").glob("part-*.parquet")):
             assert time.monotonic() < deadline and job.poll() is None, job_log()
             time.sleep(0.2)
         cluster.kill_node("gpu")  # mid-evaluation
         killed_eval = time.monotonic() - t0
-        assert job.wait(timeout=400) == 0, job_log()
+        assert job.wait(timeout=480) == 0, job_log()
     finally:
         if job.poll() is None:
             job.kill()
