@@ -2,10 +2,10 @@
 
 `abacus_ray.sweep.Search` says which points run (a seeded random sample of the cross product) and
 how they are ranked; here Tune's `ASHAScheduler` stops the weaker trials at step rungs, and the
-finished search is written to `{sweep}/search.parquet`: one row per probe of every trial (step,
-probe, and the loss of the report that first carried it), with the trial's status (`finished`, `stopped` by ASHA, `error`), its swept
-values and its best and last probe. The dashboard's "Search" view and `--confirm` read that file
-(docs/results-schema.md, "search.parquet").
+finished search is written to `{sweep}/search.parquet`: one row per probe of every trial (its
+step, its value, the loss of the report that first carried it), with the trial's status
+(`finished`, `stopped` by ASHA, `error`), its swept values and its best and last probe. The
+dashboard's "Search" view and `--confirm` read that file (docs/results-schema.md, "search.parquet").
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from abacus_ray.evaluation.results import write_table
 from abacus_ray.sweep import Search, Trial
 
 SEARCH_FILE = "search.parquet"
-STATUSES = ("finished", "stopped", "error")
 
 
 def scheduler(search: Search, trials: Sequence[Trial]) -> ASHAScheduler:
