@@ -19,6 +19,8 @@ from typing import Any
 from abacus_ray.config import ExperimentConfig, preset
 from abacus_ray.config.dicts import flatten
 
+SEARCH_FILE = "search.parquet"  # a search's reports, beside the sweep's results/ (cluster/search.py)
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -61,15 +63,17 @@ class Search:
             raise ValueError("cluster.trainer: a search stops trials early, so its trials run in their Tune "
                              "trial (cluster.trainer=function, one worker each); a stopped TorchTrainer would "
                              "keep its workers' resources")
-        chosen = []
+        chosen: list[Trial] = []
         for point in self.first:
             # keys no trial varies (e.g. pinned by `--set`) do not take part in the match
-            match = next((t for t in pool if t not in chosen and all(
+            taken = {t.name for t in chosen}
+            match = next((t for t in pool if t.name not in taken and all(
                 t.params[k] == v for k, v in point.items() if k in t.params)), None)
             if match is None:
                 raise ValueError(f"search.first: no point of the sweep has {point}")
             chosen.append(match)
-        rest = [t for t in pool if t not in chosen]
+        taken = {t.name for t in chosen}
+        rest = [t for t in pool if t.name not in taken]
         order = random.Random(self.seed).sample(range(len(rest)), len(rest))
         return (chosen + [rest[i] for i in order])[: self.samples]
 
@@ -162,9 +166,8 @@ class Sweep:
         configs: list[ExperimentConfig] = []
         for point in points:
             cfg = preset(preset_name, point if grids is None else {**point, "eval.grids": list(grids)})
-            cfg = cfg.replace(name=f"{self.name}/{trial_name(point, swept)}")
-            if cfg not in configs:  # variants that `--set` made equal run once
-                configs.append(cfg)
+            configs.append(cfg.replace(name=f"{self.name}/{trial_name(point, swept)}"))
+        configs = list(dict.fromkeys(configs))  # variants that `--set` made equal run once
         flat = [flatten(c.to_dict()) for c in configs]
         shown = [k for k in flat[0] if k != "name" and len({repr(f[k]) for f in flat}) > 1] if flat else []
         return [Trial(c, {k: f[k] for k in shown}) for c, f in zip(configs, flat, strict=True)]
@@ -176,7 +179,7 @@ def best_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
     finished = [r for r in rows if r["status"] == "finished" and r["last"] is not None]
     if not finished:
         raise ValueError("search.parquet: no trial of the search ran its whole budget; nothing to confirm")
-    best = max(finished, key=lambda r: (r["last"], -rows.index(r)))
+    best = max(enumerate(finished), key=lambda ir: (ir[1]["last"], -ir[0]))[1]
     return json.loads(best["params"])
 
 

@@ -15,9 +15,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
+from abacus_ray.sweep import SEARCH_FILE
 from dashboards.html import Raw, fmt_int, fmt_pct, table
-
-SEARCH_FILE = "search.parquet"  # the name cluster/search.py writes
 
 
 def load_search(cells: pd.DataFrame) -> pd.DataFrame | None:
@@ -44,7 +43,7 @@ def search_payload(reports: pd.DataFrame | None) -> dict[str, Any]:
         trials.append({"run": _short(run), "status": first["status"], "x": [int(s) for s in rows["step"]],
                        "y": [None if pd.isna(v) else 100 * float(v) for v in rows["metric"]]})
         if not pd.isna(first["best"]):
-            running = max(running, 100 * float(first["best"])) if running is not None else 100 * float(first["best"])
+            running = max(running or 0.0, 100 * float(first["best"]))
         best.append({"trial": len(trials), "run": _short(run), "best": running})
     return {"trials": trials, "best_so_far": best}
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from abacus_ray.sweep import Search, Sweep, Trial
+from abacus_ray.sweep import SEARCH_FILE, Search, Sweep, Trial
 
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"  # the checkout's sweeps/ (editable install)
 _DECLARED: dict[str, Sweep] = {}  # sweeps handed over by a sweep file run as a script
@@ -110,7 +110,7 @@ def confirmation(sweep: Sweep, args: argparse.Namespace) -> Sweep:
 
     from abacus_ray.sweep import best_point
 
-    path = Path(args.storage) / sweep.name / "search.parquet"
+    path = Path(args.storage) / sweep.name / SEARCH_FILE
     if not path.is_file():
         raise FileNotFoundError(2, f"no finished search of {sweep.name} to confirm (run it first)", str(path))
     return sweep.confirmation(args.preset, best_point(pq.read_table(path).to_pylist()))
@@ -125,7 +125,7 @@ def search_of(sweep: Sweep, args: argparse.Namespace) -> Search | None:
     return dataclasses.replace(search, **changed)
 
 
-def expand(sweep: Sweep, args: argparse.Namespace) -> list[Trial]:
+def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None) -> list[Trial]:
     """The sweep's trials under the parsed flags (validated; no Ray): a search's picked points in order."""
     from abacus_ray.config.dicts import parse_set
     from abacus_ray.evaluation.grids import resolve_grid_names
@@ -146,7 +146,6 @@ def expand(sweep: Sweep, args: argparse.Namespace) -> list[Trial]:
                           grids=tuple(args.grids) if args.grids else None)
     if not trials:
         raise ValueError(f"--preset: {args.preset} expands to no trials")
-    search = search_of(sweep, args)
     if search is not None:
         trials = search.pick(trials)
     if args.max_trials is not None:
@@ -167,8 +166,8 @@ def handler(args: argparse.Namespace) -> int:
         return parsed
     if getattr(parsed, "confirm", False):
         sweep = confirmation(sweep, parsed)
-    trials = expand(sweep, parsed)
     search = search_of(sweep, parsed)
+    trials = expand(sweep, parsed, search)
     if parsed.dry_run:
         from abacus_ray.training.budget import plan
 

@@ -11,19 +11,17 @@ dashboard's "Search" view and `--confirm` read that file (docs/results-schema.md
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 from ray.tune import ResultGrid
 from ray.tune.schedulers import ASHAScheduler
 
 from abacus_ray.evaluation.results import write_table
-from abacus_ray.sweep import Search, Trial
-
-SEARCH_FILE = "search.parquet"
+from abacus_ray.sweep import SEARCH_FILE, Search, Trial
 
 
 def scheduler(search: Search, trials: Sequence[Trial]) -> ASHAScheduler:
@@ -51,7 +49,7 @@ def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[
         run = result.config["run"]
         history = result.metrics_dataframe
         reports = history.to_dict("records") if history is not None and len(history) else [result.metrics or {}]
-        scores = [float(r[metric]) for r in reports if r.get(metric) is not None and not _nan(r[metric])]
+        scores = [v for v in (_float(r.get(metric)) for r in reports) if v is not None]
         base = {"run": run, "trial_id": (result.metrics or {}).get("trial_id"), "status": _status(result),
                 "params": json.dumps(params.get(run, {}), sort_keys=True),
                 "best": max(scores) if scores else None, "last": scores[-1] if scores else None}
@@ -82,13 +80,9 @@ def write_search(root: Path, grid: ResultGrid, trials: Sequence[Trial], search: 
     return write_search_rows(root, search_rows(grid, trials, search.metric), search.metric)
 
 
-def _nan(v: Any) -> bool:
-    return isinstance(v, float) and math.isnan(v)
-
-
 def _float(v: Any) -> float | None:
-    return None if v is None or _nan(v) else float(v)
+    return None if v is None or pd.isna(v) else float(v)
 
 
 def _int(v: Any) -> int | None:
-    return None if v is None or _nan(v) else int(v)
+    return None if v is None or pd.isna(v) else int(v)

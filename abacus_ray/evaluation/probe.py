@@ -17,10 +17,9 @@ from torch import nn
 
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.task import EVAL_TASKS
-from abacus_ray.evaluation.engine import PreparedCell, prepare_cell, run_cells
+from abacus_ray.evaluation.engine import PreparedCell, run_cells
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.tasks.evalsets import eval_problems
-from abacus_ray.tasks.tokenizer import get_tokenizer
+from abacus_ray.evaluation.runner import prepare
 
 PROBE_SEED_SHIFT = 1  # probe problems: eval.seed + 1, never the final evaluation's own
 
@@ -32,14 +31,9 @@ class Probe:
         ev = cfg.eval
         if not ev.probe_lengths:
             raise ValueError("eval.probe_lengths: empty; give the diagonal lengths to probe, e.g. --set eval.probe_lengths=8,12,16")
-        tok = get_tokenizer(cfg.task.tokenizer_name)
         task = EVAL_TASKS.get(cfg.task.name, (cfg.task.name,))[0]  # addsub: probed on +
-        hints = {"index_hints": cfg.task.index_hints} if cfg.task.index_hints != "none" else {}
-        seed = ev.seed + PROBE_SEED_SHIFT
-        self.every = ev.probe_every
-        self.cells: list[PreparedCell] = [
-            prepare_cell(Cell(task, n, n), eval_problems(task, n, n, ev.probe_per_cell, seed, **hints), tok, seed)
-            for n in ev.probe_lengths]
+        self.cells: list[PreparedCell] = prepare(cfg, [Cell(task, n, n) for n in ev.probe_lengths],
+                                                 ev.probe_per_cell, ev.seed + PROBE_SEED_SHIFT)
 
     @classmethod
     def of(cls, cfg: ExperimentConfig) -> Probe | None:
