@@ -40,10 +40,11 @@ endif
 	@echo "installed into $(VENV)"
 
 # The whole suite, browser tests included (browser-deps installs Playwright and Debian's chromium).
-# Two pytest-xdist workers, whole modules each (module fixtures run once), the longest modules first;
-# the 15 slowest tests are listed at the end (the critical path: README, "Development").
+# Two pytest-xdist workers, whole modules each (module fixtures run once), the costliest modules first
+# (tests/conftest.py; xdist's own reordering by test count is off); the 15 slowest tests are listed at
+# the end (README, "Development"). More workers than cores was slower: the suite is CPU-bound.
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: install browser-deps
 	$(PYTEST) --durations=15
 

@@ -22,7 +22,10 @@ atexit.register(shutil.rmtree, RAY_TMPDIR, ignore_errors=True)  # after every Ra
 
 import torch  # noqa: E402
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# The cores shared out among the xdist workers, so that in-process training does not oversubscribe them
+# (the suite is CPU-bound: README, "Development").
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // WORKERS)))
 
 import pytest  # noqa: E402
 
@@ -67,15 +70,32 @@ def _same_working_dir():
     os.chdir(cwd)
 
 
-def pytest_collection_modifyitems(session, config, items):
-    """Modules with Ray or slow tests first, so the longest work starts first on every xdist worker.
+def module_cost(items: list) -> float:
+    """A module's measured seconds: the largest `cost` mark of its tests (a module-level mark: the whole
+    module's); a module without one costs 1 if it starts Ray or is slow, else 0."""
+    marks = [m.args[0] for item in items if (m := item.get_closest_marker("cost"))]
+    if marks:
+        return max(marks)
+    return float(any(item.get_closest_marker("slow") or item.get_closest_marker("ray") for item in items))
 
-    `make test` runs `--dist loadfile`: whole modules go to workers in this order, and starting the
-    long ones first keeps one worker from running a two-minute module alone at the end.
+
+def pytest_collection_modifyitems(session, config, items):
+    """The costliest modules first, each of the first ones followed by a cheap module.
+
+    `make test` runs `--dist loadfile --no-loadscope-reorder`: whole modules go to the xdist workers in
+    this order. A worker is sent its next module when its current one is down to its last two tests,
+    so a one-test module of five minutes has its successor waiting behind it from the start: the first
+    `WORKERS` costly modules are therefore each followed by a cheap one, and the rest of the costly ones
+    go to whichever worker frees up first (longest first).
     """
-    heavy = {item.module.__name__ for item in items
-             if item.get_closest_marker("slow") or item.get_closest_marker("ray")}
-    items.sort(key=lambda item: item.module.__name__ not in heavy)  # stable: order within a module kept
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.module.__name__, []).append(item)
+    cost = {name: module_cost(group) for name, group in modules.items()}
+    costly = sorted((name for name in modules if cost[name]), key=lambda name: -cost[name])  # stable
+    cheap = [name for name in modules if not cost[name]]
+    order = costly[:WORKERS] + cheap[:WORKERS] + costly[WORKERS:] + cheap[WORKERS:]
+    items[:] = [item for name in order for item in modules[name]]
 
 
 class ListenerWatch:

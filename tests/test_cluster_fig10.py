@@ -9,7 +9,7 @@ import pytest
 from abacus_ray.evaluation.results import read_cells
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.cost(58)]
 
 
 def _fig10():

@@ -11,7 +11,7 @@ from raycluster import RAY, Cluster, Namespace, new_token
 
 from abacus_ray.evaluation.results import read_cells
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.cost(100)]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from abacus_ray.cli import main
 from abacus_ray.cli.sweep import load_sweep
 from abacus_ray.evaluation.results import config_columns, read_cells
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.cost(102)]
 
 
 def _plain(v):

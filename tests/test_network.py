@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.census import exposed, is_loopback, listeners
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.cost(45)]
 
 
 class Sampler:

@@ -127,6 +127,7 @@ def _ddp_worker(rank, world, store, cfg_dict, out):
         result = train(ExperimentConfig.from_dict(cfg_dict), process_group=dist.group.WORLD)
         torch.save({"losses": result.losses, "params": params(result.model), "samples": result.metrics["samples"]},
                    f"{out}.{rank}")
+        dist.barrier()  # no rank tears gloo down while the other still talks (seen once: SIGABRT at exit)
     finally:
         dist.destroy_process_group()
 
