@@ -21,7 +21,7 @@ FIGURES := fig3_embeddings fig4_depth_recurrence fig5_add_sub fig6_multiplicatio
            fig18_effective_depth fig19_injection_throttle fig20_random_padding fig21_index_hints \
            table1_sorting table2_sorting_arch extrapolation_10x
 
-.PHONY: install test test-fast demo lint bench soak clean eval-100plus dashboards browser-deps $(FIGURES) \
+.PHONY: install test test-fast demo lint bench soak suite-cpu clean eval-100plus dashboards browser-deps $(FIGURES) \
         fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 fig15 fig16 fig18 fig19 fig20 fig21 table1 table2 x10
 
 install: $(STAMP)
@@ -105,7 +105,12 @@ lint: install
 	$(BIN)/ruff check abacus_ray tests benchmarks sweeps dashboards
 
 bench: install
-	@for b in $(filter-out benchmarks/soak.py,$(wildcard benchmarks/*.py)); do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in $(filter-out benchmarks/soak.py benchmarks/suite_cpu.py,$(wildcard benchmarks/*.py)); do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The suite's CPU by process name, every process counted (Linux process accounting; root and `acct`).
+suite-cpu: install browser-deps
+	@command -v accton >/dev/null 2>&1 || apt-get install -y -qq acct >/dev/null
+	$(BIN)/python benchmarks/suite_cpu.py -- $(PYTEST)
 
 soak: install  ## 30 minutes of tiny sweeps + evaluations; memory, files and Ray processes must stay flat
 	$(BIN)/python benchmarks/soak.py --minutes $(or $(MINUTES),30) --out results/soak.csv
