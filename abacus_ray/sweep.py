@@ -64,15 +64,15 @@ class Search:
                              "trial (cluster.trainer=function, one worker each); a stopped TorchTrainer would "
                              "keep its workers' resources")
         chosen: list[Trial] = []
+        taken: set[str] = set()
         for point in self.first:
             # keys no trial varies (e.g. pinned by `--set`) do not take part in the match
-            taken = {t.name for t in chosen}
             match = next((t for t in pool if t.name not in taken and all(
                 t.params[k] == v for k, v in point.items() if k in t.params)), None)
             if match is None:
                 raise ValueError(f"search.first: no point of the sweep has {point}")
             chosen.append(match)
-        taken = {t.name for t in chosen}
+            taken.add(match.name)
         rest = [t for t in pool if t.name not in taken]
         order = random.Random(self.seed).sample(range(len(rest)), len(rest))
         return (chosen + [rest[i] for i in order])[: self.samples]

@@ -59,8 +59,10 @@ def report(records: list[tuple[str, float, float]], top: int, wall: float | None
         cores = os.cpu_count() or 1
         lines[0] += f" in {wall:.0f} s on {cores} cores: {100 * total / (wall * cores):.0f} % busy"
     lines.append(f"{'CPU-s':>8} {'share':>6} {'procs':>6} {'each':>6}  name")
-    for name, cpus in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]:
-        lines.append(f"{sum(cpus):8.1f} {100 * sum(cpus) / total:5.1f}% {len(cpus):6d} {sum(cpus) / len(cpus):6.1f}  {name}")
+    sums = {name: sum(cpus) for name, cpus in by_name.items()}
+    for name in sorted(sums, key=lambda n: -sums[n])[:top]:
+        share = 100 * sums[name] / total if total else 0.0
+        lines.append(f"{sums[name]:8.1f} {share:5.1f}% {len(by_name[name]):6d} {sums[name] / len(by_name[name]):6.1f}  {name}")
     return "\n".join(lines)
 
 
@@ -85,12 +87,24 @@ def main(argv: list[str] | None = None) -> int:
     if accton is None or os.geteuid() != 0:
         print("suite_cpu: needs root and `accton` (apt-get install acct)", file=sys.stderr)
         return 2
-    path = args.file or Path(tempfile.mkstemp(prefix="acct-", suffix=".bin")[1])
-    path.write_bytes(b"")
+    if args.file is None:
+        fd, name = tempfile.mkstemp(prefix="acct-", suffix=".bin")
+        os.close(fd)
+        path = Path(name)
+    else:
+        path = args.file
+        try:
+            path.write_bytes(b"")
+        except OSError as e:
+            print(f"suite_cpu: {path}: {e.strerror}", file=sys.stderr)
+            return 2
     subprocess.run([accton, str(path)], check=True, capture_output=True)
     t0 = time.monotonic()
     try:
         rc = subprocess.call(args.command)
+    except OSError as e:
+        print(f"suite_cpu: {args.command[0]}: {e.strerror}", file=sys.stderr)
+        rc = 2
     finally:
         wall = time.monotonic() - t0
         subprocess.run([accton, "off"], check=True, capture_output=True)

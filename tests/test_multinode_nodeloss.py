@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from faults import one_thread
 from raycluster import RAY, ROOT, final_reports, lab_cluster
 
 from abacus_ray.evaluation.results import KEY, read_cells
@@ -75,19 +76,13 @@ def test_lost_nodes_mid_sweep_and_mid_evaluation_lose_nothing(cluster, tmp_path)
     assert all(r["final"] and r["step"] == 60 for r in final_reports(root).values())
     # an undisturbed training of each trial (in this process, one thread as a 1-CPU worker) gives the
     # same weights, bit for bit: the killed trial resumed its data stream and RNG from the checkpoint
-    import torch
-
     from abacus_ray.cli.sweep import load_sweep
     from abacus_ray.training.loop import train
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         for trial in load_sweep(str(ROOT / "tests" / "cluster_sweeps" / "nodeloss.py")).expand("tiny"):
             straight = train(trial.config, checkpoint_dir=tmp_path / "straight" / trial.name.replace("/", "_"))
             assert set(df.loc[df["run_id"] == trial.name, "model_id"]) == {straight.model_id}, trial.name
-    finally:
-        torch.set_num_threads(threads)
     for checkpoint, rows in df.groupby("checkpoint"):  # an undisturbed evaluation, in this process, no Ray
         out = tmp_path / "clean" / rows["run_id"].iloc[0].replace("/", "_")
         assert cli_main(["eval", checkpoint, "--cells", "1-20x1-20", "--per-cell", "10", "--out", str(out),

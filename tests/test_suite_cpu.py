@@ -25,6 +25,7 @@ def test_records_total_cpu_by_name(tmp_path):
     assert text.splitlines()[0] == "3 processes, 12 CPU-seconds"
     assert text.splitlines()[2].split() == ["8.0", "66.7%", "1", "8.0", "python"]
     assert text.splitlines()[3].split() == ["4.0", "33.3%", "2", "2.0", "ray::MapWorker("]
+    assert report([("sleep", 0.0, 1.0)], top=5, wall=None).splitlines()[2].split() == ["0.0", "0.0%", "1", "0.0", "sleep"]
 
 
 def test_a_file_of_another_format_is_refused_naming_it(tmp_path, capsys):
