@@ -1,4 +1,4 @@
-"""`abacus-ray describe`: the resolved config of a preset + overrides and its model's parameter count.
+"""`abacus-ray describe`: the resolved config of a preset + overrides (or of a checkpoint) and its model's parameter count.
 
 The model is built on the meta device, so even the 122M-parameter paper preset is described
 instantly and without allocating memory.
@@ -15,6 +15,8 @@ from abacus_ray.cli import add_config_args, config_from_args
 def register(subparsers) -> None:
     p = subparsers.add_parser("describe", help="print the resolved config and the model's parameter count",
                               description=__doc__)
+    p.add_argument("checkpoint", nargs="?", default=None, metavar="CHECKPOINT",
+                   help="describe this checkpoint's config (and, for an imported one, its source) instead")
     add_config_args(p)
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: the full config plus a top-level num_params")
@@ -46,18 +48,32 @@ def param_groups(model) -> dict[str, int]:
 def handler(args: argparse.Namespace) -> int:
     from abacus_ray.config.dicts import flatten
 
-    cfg = config_from_args(args)
+    meta = {}
+    if args.checkpoint is not None:  # a checkpoint's own config; `import-official` records its source in meta
+        from abacus_ray.model.checkpoint import (
+            META_FILE,
+            read_checkpoint_config,
+            read_json,
+            resolve_checkpoint,
+        )
+
+        path = resolve_checkpoint(args.checkpoint)
+        cfg, meta = read_checkpoint_config(path), read_json(path / META_FILE)
+    else:
+        cfg = config_from_args(args)
     if args.seq_len is not None and args.seq_len < 1:
         raise ValueError(f"--seq-len: must be >= 1, got {args.seq_len}")
     model = build_meta_model(cfg)
     n = model.num_params()
     if args.json:
-        print(json.dumps({**cfg.to_dict(), "num_params": n}, indent=2, sort_keys=True))
+        source = {k: v for k, v in meta.items() if k.startswith("imported_")}
+        print(json.dumps({**cfg.to_dict(), "num_params": n, **source}, indent=2, sort_keys=True))
         return 0
     m, t = cfg.model, cfg.task
     seq = args.seq_len or 3 * t.train_max_len + 4
     groups = param_groups(model)
-    print(f"{cfg.name} (preset {args.preset}): {t.name}, size {t.train_max_len}, tokenizer "
+    origin = f"checkpoint {args.checkpoint}" if args.checkpoint is not None else f"preset {args.preset}"
+    print(f"{cfg.name} ({origin}): {t.name}, size {t.train_max_len}, tokenizer "
           f"{t.tokenizer_name} (vocab {model.vocab_size})")
     print(f"model: {m.positions} positions, {m.layers} x {m.recurrences} (layers x recurrences, effective depth "
           f"{m.layers * m.recurrences}; {m.test_recurrences} at test), injection {m.injection}, {m.norm}-LN, "
@@ -65,6 +81,10 @@ def handler(args: argparse.Namespace) -> int:
     print(f"parameters: {n:,} (embedding {groups['embedding']:,}, recurrent block {groups['block']:,} = "
           f"{m.layers} x {groups['block'] // m.layers:,}, output path {groups['output']:,})")
     print(f"training FLOPs/token at sequence length {seq}: {model.flops_per_token(seq):.4g}")
+    if "imported_from" in meta:
+        print(f"imported from the official {meta.get('imported_class')} checkpoint {meta['imported_from']} "
+              f"(model_config.json sha256 {str(meta.get('imported_config_sha256'))[:12]}, model.safetensors "
+              f"sha256 {str(meta.get('imported_weights_sha256'))[:12]})")
     print()
     for key, value in flatten(cfg.to_dict()).items():
         print(f"  {key} = {value}")
