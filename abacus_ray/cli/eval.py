@@ -2,6 +2,7 @@
 
     abacus-ray eval CHECKPOINT... --out RESULTS [--grid NAME | --cells 1-20x1-20 | --diagonal 101-160]
         [--per-cell N] [--seed S] [--samples] [--engine teacher|kv|naive] [--recurrences R]
+    abacus-ray eval CHECKPOINT --out RESULTS --problems FILE [--seed S] [--engine E] [--recurrences R]
 
 A rerun into the same RESULTS scores only the cells that are missing, so an interrupted run is
 resumed by running the same command again. Without a grid option the grids named in the first
@@ -29,6 +30,10 @@ def register(subparsers) -> None:
                                   "paper-multiplication, paper-sorting, paper-or, tiny-addition")
     g.add_argument("--cells", help="rectangle(s) ROWSxCOLS, e.g. 1-20x1-20 or 1-20x1-20+30x30")
     g.add_argument("--diagonal", help="i = j lengths, e.g. 101-160, 200-1000:100 or 13,15,20")
+    g.add_argument("--problems", metavar="FILE",
+                   help="score one checkpoint on a file of problems, one a line in natural digit order and the "
+                        "task's syntax (123+4567, 12*34, ...): a row per problem in RESULTS/problems, plus cell rows "
+                        "(evaluation/problem_file.py)")
     p.add_argument("--per-cell", type=int, default=None, help="problems per cell (default 100)")
     p.add_argument("--seed", type=int, default=None, help="eval seed: problems and noise per cell (default 0)")
     p.add_argument("--engine", choices=ENGINES, default=None,
@@ -70,6 +75,8 @@ def handler(args: argparse.Namespace) -> int:
                  "sort_require_eos": args.sort_require_eos, "hint_scoring": args.hint_scoring}
     # through the first config, so values are checked (and named, e.g. eval.per_cell) as `--set` values are
     eval_cfg = first.with_overrides({f"eval.{k}": v for k, v in overrides.items() if v is not None}).eval
+    if args.problems is not None:
+        return _problems(args, eval_cfg, device)
     if args.grid is not None or args.cells is not None or args.diagonal is not None:  # '' is a bad spec, not none
         grids = [resolve_grid(grid=args.grid, cells=args.cells, diagonal_spec=args.diagonal)]
     else:  # the checkpoint's own eval.grids
@@ -85,4 +92,20 @@ def handler(args: argparse.Namespace) -> int:
     skipped = sum(report.skipped.values())
     print(f"evaluated {done} cells ({skipped} already present) of {len(report.evaluated)} model(s) into "
           f"{args.out} in {report.seconds:.1f} s", file=sys.stdout)
+    return 0
+
+
+def _problems(args: argparse.Namespace, eval_cfg, device) -> int:
+    """`--problems FILE`: one checkpoint, one problem file (evaluation/problem_file.py)."""
+    from abacus_ray.evaluation.problem_file import evaluate_problem_file
+
+    if len(args.checkpoints) != 1:
+        raise ValueError(f"--problems: scores one checkpoint, got {len(args.checkpoints)}")
+    n, correct, part = evaluate_problem_file(args.checkpoints[0], args.problems, eval_cfg, args.out, device=device,
+                                             run_id=args.run_id)
+    if part is None:
+        print(f"{args.problems} is already scored on this model in {args.out}")
+    else:
+        print(f"scored {n} problems of {args.problems}: {correct} correct ({100 * correct / n:.1f} %), rows in "
+              f"{args.out}/problems and cell rows in {args.out}")
     return 0

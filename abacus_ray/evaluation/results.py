@@ -112,6 +112,36 @@ SAMPLE_SCHEMA = pa.schema([
     ("engine", pa.string()),
 ])
 
+# `eval --problems FILE`: one row per line of a problem file (evaluation/problem_file.py) in
+# RESULTS/problems/; the file's cells also get the usual cell rows, with per_cell = 0 (no problems were
+# generated), so they never share a key with a grid's cells.
+PROBLEMS_DIR = "problems"
+PROBLEM_SCHEMA = pa.schema([
+    ("schema_version", pa.int32()),
+    ("model_id", pa.string()),
+    ("name", pa.string()),  # the model's config name (an imported model: its source)
+    ("run_id", pa.string()),
+    ("problems", pa.string()),  # "<file name> sha256:<first 12 hex of the file's sha256>"
+    ("line", pa.int64()),  # 1-based line number in the file
+    ("problem", pa.string()),  # the line as written, natural digit order
+    ("task", pa.string()),
+    ("i", pa.int64()),  # the cell it falls into
+    ("j", pa.int64()),
+    ("answer", pa.string()),  # the true answer, natural order
+    ("prediction", pa.string()),  # the greedy output in natural order (hint symbols dropped)
+    ("prompt", pa.string()),  # model text format
+    ("target", pa.string()),  # model text format, no EOS
+    ("output", pa.string()),  # greedy output in model format up to (excluding) EOS
+    ("stopped", pa.bool_()),
+    ("correct", pa.bool_()),
+    ("first_wrong", pa.int64()),  # answer position of the first wrong token; -1 if correct
+    ("error", pa.string()),  # carry | length | other; null if correct
+    ("engine", pa.string()),
+    ("eval_seed", pa.int64()),  # seeds the cell's initial-state noise, as on the grid
+    ("recurrences", pa.int64()),
+    ("scoring", pa.string()),
+])
+
 
 def _arrow_type(tp: Any) -> pa.DataType:
     """Arrow type of a config field annotation (optional fields are nullable anyway)."""
@@ -215,6 +245,14 @@ def write_samples(directory: str | Path, rows: Sequence[dict[str, Any]]) -> Path
     return write_part(Path(directory) / SAMPLES_DIR, table)
 
 
+
+def write_problems(directory, rows: Sequence[dict[str, Any]]):
+    """Flush problem-file rows as one part of RESULTS/problems (nothing written for no rows)."""
+    if not rows:
+        return None
+    table = _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], PROBLEM_SCHEMA)
+    return write_part(f"{str(directory).rstrip('/')}/{PROBLEMS_DIR}", table)
+
 # --- reading ---------------------------------------------------------------------------------------
 
 def part_files(directory: str | Path) -> list[Path]:
@@ -286,6 +324,14 @@ def read_samples(directory: str | Path):
     required = [k for k in SAMPLE_KEY if k not in ADDED_KEYS]
     return _read_parts(files, None, str(Path(directory) / SAMPLES_DIR), required).to_pandas()
 
+
+
+def read_problems(directory):
+    """All problem-file rows of a local results directory as a pandas DataFrame (empty if none)."""
+    files = sorted(Path(directory, PROBLEMS_DIR).glob(PART_GLOB))
+    if not files:
+        return PROBLEM_SCHEMA.empty_table().to_pandas()
+    return pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive").to_pandas()
 
 def done_keys(directory: str | Path) -> set[tuple]:
     """Keys (`KEY`) of every cell already in the directory; empty if it does not exist yet."""
