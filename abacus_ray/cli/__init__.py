@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from abacus_ray.config import ExperimentConfig
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
-COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "summary", "dashboard")
+COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary", "dashboard")
 
 
 class CLIError(ValueError):

@@ -17,6 +17,7 @@ resumable.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -34,13 +35,26 @@ A4000_UTILISATION = 0.30
 A4000_HOUR_FLOPS = A4000_PEAK_FLOPS * A4000_UTILISATION * 3600.0  # model FLOPs in one A4000-hour
 
 
+def meta_model(cfg: ExperimentConfig):
+    """`cfg`'s model on the meta device (shapes only, no memory), built once per architecture and
+    vocabulary: the initialisation alone costs ~0.2 s, and a whole reproduction's plan asks hundreds of times."""
+    from abacus_ray.tasks.tokenizer import get_tokenizer
+
+    return _meta_model(cfg.model, get_tokenizer(cfg.task.tokenizer_name).vocab_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _meta_model(model_cfg, vocab_size: int):
+    from abacus_ray.model.transformer import ArithmeticTransformer
+
+    with torch.device("meta"):
+        return ArithmeticTransformer(model_cfg, vocab_size)
+
+
 def sample_flops(cfg: ExperimentConfig) -> float:
     """Model FLOPs (forward + backward) of one training sample, as the MFU counts them
     (`ArithmeticTransformer.flops_per_token`), at the official padded length."""
-    from abacus_ray.model.transformer import ArithmeticTransformer
-
-    with torch.device("meta"):  # shapes only: instant even for the paper's model
-        model = ArithmeticTransformer.for_experiment(cfg)
+    model = meta_model(cfg)
     seq = padded_length(cfg.task)
     r = cfg.model.recurrences
     total, grad = expected_depths(r, backprop_limit(r, cfg.train.max_backprop), cfg.train.alpha)

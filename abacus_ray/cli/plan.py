@@ -1,0 +1,128 @@
+"""`abacus-ray plan [NAME ...] [--all] [flags]`: what a reproduction costs before it starts.
+
+For one or more sweeps of `sweeps/` (or `--all`: every figure and table), expanded exactly as
+`abacus-ray sweep NAME --preset P --seeds N --set K=V` would expand them: the trials, their training
+budget in A4000-hours, device-hours of training and device-minutes of grid evaluation on named GPUs
+(peak dense bf16 from the vendors' data sheets times a model-FLOP utilisation, `--mfu` to override),
+the checkpoint and Parquet bytes they leave in storage, and with `--price GPU=USD_PER_HOUR` the bill.
+Nothing starts and nothing is written; the paper preset's whole reproduction plans in seconds.
+The arithmetic and its sources: `abacus_ray/plan.py`; its error against a measured run:
+docs/performance.md, "Planning a reproduction".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+
+from abacus_ray.plan import (
+    DEVICES,
+    MAX_SEEDS,
+    SweepPlan,
+    parse_per_gpu,
+    resolve_devices,
+    summarise,
+    trial_cost,
+)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("plan", help="what sweeps cost before they run: trials, GPU-hours, storage, money",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sweeps", nargs="*", metavar="NAME", help="sweeps of sweeps/ (e.g. fig10_k) or sweep files")
+    p.add_argument("--all", action="store_true", help="every sweep of sweeps/ (each figure and table)")
+    p.add_argument("--preset", choices=["tiny", "paper"], default="paper",
+                   help="the sweeps' preset (default paper: the scale a cluster runs)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help=f"training seeds per configuration (default: each figure's; at most {MAX_SEEDS})")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override for every trial of every sweep (repeatable), as for sweeps")
+    p.add_argument("--gpu", dest="gpus", action="append", default=None, metavar="NAME",
+                   help=f"a GPU to price the work on (repeatable; default all of {', '.join(DEVICES)})")
+    p.add_argument("--mfu", action="append", default=[], metavar="[GPU=]FRACTION",
+                   help="training model-FLOP utilisation, for every GPU or one (repeatable), replacing the "
+                        "measured or stated default (evaluation keeps its measured ratio to it)")
+    p.add_argument("--price", action="append", default=[], metavar="GPU=USD_PER_HOUR",
+                   help="price of one GPU-hour (repeatable): adds the cost of training and evaluation")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON (for scripts)")
+    p.set_defaults(func=handler)
+
+
+def sweep_plan(name: str, args: argparse.Namespace) -> SweepPlan:
+    """One sweep's plan, through the sweep command's own parser and expansion (cli/sweep.py). Seeds do
+    not change a trial's cost, so a plain sweep is expanded with one seed and each point counted N times."""
+    from abacus_ray.cli import CLIError, parse_args
+    from abacus_ray.cli.sweep import build_parser, expand, load_sweep, search_of
+
+    sweep = load_sweep(name)
+    argv = ["--preset", args.preset, *(f for s in args.overrides for f in ("--set", s))]
+    parsed = parse_args(build_parser(sweep), argv + (["--seeds", str(args.seeds)] if args.seeds else []))
+    if isinstance(parsed, int):
+        raise CLIError(f"{name}: its flags were refused (above)")
+    search = search_of(sweep, parsed)
+    seeds = 1
+    if search is None:
+        scale = sweep.scale(args.preset)
+        seeds = args.seeds or (scale.seeds if scale.seeds is not None else sweep.seeds)
+        parsed.seeds = 1
+    trials = expand(sweep, parsed, search)
+    recurrences = sweep.eval_recurrences_for(args.preset)
+    counts = Counter(trial_cost(t.config, recurrences) for t in trials)
+    return SweepPlan(sweep.name, args.preset, tuple((c, n * seeds) for c, n in counts.items()))
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:,.1f}"
+
+
+def table(summary: dict) -> str:
+    """The plan for people: a row per sweep, then the total line."""
+    gpus = list(summary["assumptions"])
+    money = [g for g in gpus if "usd_per_hour" in summary["assumptions"][g]]
+    head = ["sweep", "trials", "A4000-h", *(f"{g} train h" for g in gpus), *(f"{g} eval min" for g in gpus),
+            "ckpt GB", "parquet MB", *(f"{g} USD" for g in money)]
+
+    def cells(name: str, r: dict) -> list[str]:
+        return [name, f"{r['trials']:,}", f"{r['a4000_hours']:,.1f}",
+                *(f"{r['gpus'][g]['train_hours']:,.1f}" for g in gpus),
+                *(f"{r['gpus'][g]['eval_minutes']:,.0f}" for g in gpus),
+                _gb(r["checkpoint_bytes"]), f"{r['parquet_bytes'] / 1e6:,.0f}", *(f"{r['gpus'][g]['usd']:,.0f}" for g in money)]
+
+    rows = [cells(r["sweep"], r) for r in summary["sweeps"]] + [cells("TOTAL", summary["total"])]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    fmt = lambda r: "  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths, strict=True)))  # noqa: E731
+    notes = [f"{g}: {a['peak_tflops']:g} TFLOP/s dense bf16 ({a['sheet']}); training MFU {a['train_mfu']:.3f} "
+             f"({a['mfu_basis']}), evaluation {a['eval_mfu']:.3f}" for g, a in summary["assumptions"].items()]
+    return "\n".join([fmt(head), *map(fmt, rows[:-1]), "-" * len(fmt(head)), fmt(rows[-1]), "", *notes])
+
+
+def total_line(summary: dict) -> str:
+    t = summary["total"]
+    per_gpu = "; ".join(f"{g} {v['train_hours']:,.0f} h train + {v['eval_minutes']:,.0f} min eval"
+                        + (f" = USD {v['usd']:,.0f}" if "usd" in v else "") for g, v in t["gpus"].items())
+    return (f"total: {t['trials']:,} trials, {t['a4000_hours']:,.0f} A4000-hours; {per_gpu}; checkpoints "
+            f"{_gb(t['checkpoint_bytes'])} GB, Parquet {t['parquet_bytes'] / 1e6:,.0f} MB ({t['eval_cells']:,} cells)")
+
+
+def handler(args: argparse.Namespace) -> int:
+    from abacus_ray.cli import CLIError
+    from abacus_ray.cli.sweep import available
+
+    if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:  # before any expansion
+        raise CLIError(f"--seeds: must be in 1..{MAX_SEEDS}, got {args.seeds}")
+    if args.all == bool(args.sweeps):
+        raise CLIError("NAME: give one or more sweeps or --all (not both)")
+    devices = resolve_devices(args.gpus or list(DEVICES))
+    if any("=" not in p for p in args.price):
+        raise CLIError("--price: give GPU=USD_PER_HOUR, e.g. --price H100=2.5")
+    mfu = parse_per_gpu(args.mfu, "--mfu", devices, low=0.01, high=1.0)
+    price = parse_per_gpu(args.price, "--price", devices, low=0.0, high=1e4)
+    names = available() if args.all else list(dict.fromkeys(args.sweeps))
+    summary = summarise([sweep_plan(n, args) for n in names], devices, mfu, price)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(table(summary))
+        print(total_line(summary))
+    return 0

@@ -1,0 +1,261 @@
+"""The cost of a reproduction before it runs: trials, A4000-hours, hours on named GPUs, grid
+evaluation, storage and money, for one sweep or every figure and table (`abacus-ray plan`).
+
+Training cost is counted in model FLOPs, as the budget is (`training/budget.py`,
+docs/fidelity.md "The budget"): a trial's samples times its FLOPs per sample. Hours on a GPU are
+those FLOPs over the card's dense bf16 peak (vendor data sheets, below) times a model-FLOP
+utilisation (MFU): measured for the H100, stated for the others, `--mfu` overrides. Grid evaluation
+is counted the way `benchmarks/eval_grid_time.py` counts it: teacher-forced tokens per cell
+(`evaluation.plan.cell_cost`) times forward FLOPs per token at the cell's line length, over the same
+peak times the evaluation's utilisation (measured on the H100 at 0.65 of the training MFU, and taken
+to keep that ratio elsewhere). Storage: the checkpoints each trial keeps and the Parquet rows its
+evaluation writes. Pure Python, no Ray; the paper preset's whole reproduction plans in seconds.
+How close this comes to the one measured GPU run: docs/performance.md, "Planning a reproduction".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from abacus_ray.config import ExperimentConfig
+from abacus_ray.evaluation.grids import Cell, resolve_grid_names
+from abacus_ray.evaluation.plan import cell_cost, cells_for
+from abacus_ray.training.budget import A4000_UTILISATION, meta_model, sample_flops, sample_limit
+from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
+from abacus_ray.training.throughput import PEAK_TFLOPS
+
+# Training MFU of the paper's 8 x 2 on one H100 80GB HBM3, eager bf16: the 20-minute run's session
+# average (docs/results.md §5; benchmarks/train_step.py measured 22.9-24.0 % eager, 27.4 % compiled).
+H100_MFU = 0.239
+# Evaluation (teacher-forced forward, fp32 as the official code) on the same H100: 153 TFLOP/s of a
+# 989 peak on a 2 % sample of `paper-addition` (docs/results/gpu/eval_time.txt): 0.155, i.e. 0.65 of
+# the training MFU; other cards are taken to keep that ratio.
+EVAL_PER_TRAIN_MFU = (153.0 / 989.0) / H100_MFU
+
+
+@dataclass(frozen=True)
+class Device:
+    """A GPU model: its dense bf16 peak (`training/throughput.py`'s table) and the MFU assumed on it."""
+
+    name: str
+    peak_tflops: float
+    mfu: float
+    sheet: str  # where the peak comes from
+    mfu_basis: str  # where the MFU comes from
+
+
+def _peak(key: str) -> float:
+    return dict(PEAK_TFLOPS)[key]
+
+
+# Peaks are dense (no 2:4 sparsity); the data sheets print the sparse figure, twice these.
+DEVICES = {d.name: d for d in (
+    Device("H100", _peak("H100"), H100_MFU,
+           "NVIDIA H100 Tensor Core GPU data sheet, SXM5: BF16 Tensor Core 1,979 TFLOPS with sparsity",
+           "measured: the paper 8 x 2's 20-minute H100 run (docs/results.md §5)"),
+    Device("A100", _peak("A100"), A4000_UTILISATION,
+           "NVIDIA A100 Tensor Core GPU data sheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity)",
+           "stated: like the A4000, 2x the H100's memory bandwidth per peak FLOP (docs/fidelity.md)"),
+    Device("A4000", _peak("RTX A4000"), A4000_UTILISATION,
+           "NVIDIA RTX A4000 data sheet: Tensor performance 153.4 TFLOPS with sparsity",
+           "stated: the budget's own pricing of one A4000-hour (training/budget.py, docs/fidelity.md)"),
+    Device("L4", _peak("L4"), 0.20,
+           "NVIDIA L4 Tensor Core GPU data sheet: BF16 Tensor Core 242 TFLOPS with sparsity",
+           "stated: 0.7x the H100's memory bandwidth per peak FLOP (300 GB/s for 121 TFLOPS), so below it"),
+)}
+
+PARQUET_ROW_BYTES = 134  # one results row (a cell), measured: docs/results/gpu/results, 2,607 rows in 348,966 B
+CHECKPOINT_BYTES_PER_PARAM = 12  # fp32 weights + AdamW's two fp32 moments (model.pt + state.pt)
+CHECKPOINTS_KEPT = 2  # per trial (Ray Train's CheckpointConfig, the loop's KEEP_CHECKPOINTS)
+MAX_SEEDS = 1000  # `--seeds` above this is refused before any expansion
+
+
+@dataclass(frozen=True)
+class TrialCost:
+    """What one trial (one seed) costs, hardware-independent: FLOPs, tokens, bytes."""
+
+    workers: int
+    samples: int | None  # None: a wall-clock budget only
+    train_flops: float | None
+    wall_device_hours: float | None  # `train.budget_hours`: the cap on any device
+    params: int
+    eval_cells: int
+    eval_tokens: float
+    eval_flops: float
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        return self.params * CHECKPOINT_BYTES_PER_PARAM * CHECKPOINTS_KEPT
+
+    @property
+    def parquet_bytes(self) -> int:
+        return self.eval_cells * PARQUET_ROW_BYTES
+
+    @property
+    def a4000_hours(self) -> float:
+        return self.train_hours(DEVICES["A4000"])
+
+    def train_hours(self, device: Device, mfu: float | None = None) -> float:
+        """Device-hours (all workers together) of training on `device`; a wall-clock budget caps them."""
+        hours = None if self.train_flops is None else \
+            self.train_flops / (device.peak_tflops * 1e12 * (mfu or device.mfu)) / 3600.0
+        caps = [h for h in (hours, self.wall_device_hours) if h is not None]
+        return min(caps) if caps else 0.0
+
+    def eval_hours(self, device: Device, mfu: float | None = None) -> float:
+        return self.eval_flops / (device.peak_tflops * 1e12 * (mfu or device.mfu) * EVAL_PER_TRAIN_MFU) / 3600.0
+
+
+def steps_samples(cfg: ExperimentConfig, workers: int) -> int:
+    """Samples a steps-only budget consumes: the batch ramp stepped through, f = step / max_steps."""
+    tc = cfg.train
+    mbs_eff, seen = tc.micro_batch * workers, 0
+    for step in range(tc.max_steps):
+        batch = ramped_batch_size(step / tc.max_steps, tc.global_batch, mbs_eff, tc.batch_ramp)
+        seen += accumulation_steps(batch, mbs_eff) * mbs_eff
+    return seen
+
+
+def _model_shape(cfg: ExperimentConfig) -> tuple[float, int, object]:
+    """(FLOPs per training sample, parameters, the meta-device model): shapes only."""
+    model = meta_model(cfg)
+    return sample_flops(cfg), model.num_params(), model
+
+
+_CELLS: dict[tuple, tuple[Cell, ...]] = {}
+
+
+def _cells(cfg: ExperimentConfig) -> tuple[Cell, ...]:
+    """`cfg`'s evaluation cells, checked against its Abacus table once per (model, task, grids)."""
+    key = (cfg.model, cfg.task, cfg.eval.grids)
+    if key not in _CELLS:
+        _CELLS[key] = tuple(cells_for(cfg, resolve_grid_names(cfg.eval.grids)))
+    return _CELLS[key]
+
+
+@functools.cache
+def _token_sums(cells: tuple[Cell, ...], per_cell: int) -> tuple[float, float]:
+    """(Teacher-forced tokens, tokens x line length) over `cells`: a forward's FLOPs per token are
+    linear in the line length, so these two sums price any model on these cells."""
+    tokens = [(cell_cost(c, per_cell), cell_cost(c, 1)) for c in cells]
+    return sum(t for t, _ in tokens), sum(t * line for t, line in tokens)
+
+
+def _eval_cost(cfg: ExperimentConfig, recurrences: tuple[int | None, ...]) -> tuple[int, float, float]:
+    """(cells, teacher-forced tokens, forward FLOPs) of scoring `cfg`'s model on its grids, once per
+    test-time recurrence count (None: the model's own), as `benchmarks/eval_grid_time.py` counts them."""
+    model = meta_model(cfg)
+    cells = _cells(cfg)
+    tokens, tokens_x_line = _token_sums(cells, cfg.eval.per_cell)
+    flops = 0.0
+    for r in recurrences:
+        reps = r or cfg.model.test_recurrences
+        at_zero = model.flops_per_token(0, reps, grad_recurrences=0)
+        per_length = model.flops_per_token(1, reps, grad_recurrences=0) - at_zero
+        flops += at_zero * tokens + per_length * tokens_x_line
+    return len(cells) * len(recurrences), tokens * len(recurrences), flops
+
+
+def _shape_key(cfg: ExperimentConfig) -> ExperimentConfig:
+    """The config with everything that does not change a trial's cost made equal (name, seed)."""
+    return dataclasses.replace(cfg, name="plan", seed=0)
+
+
+@functools.cache
+def _trial_cost(cfg: ExperimentConfig, recurrences: tuple[int | None, ...]) -> TrialCost:
+    workers = cfg.cluster.workers
+    per_sample, params, _ = _model_shape(cfg)
+    samples, flops = sample_limit(cfg)
+    if samples is not None:
+        flops = samples * per_sample
+    elif cfg.train.max_steps is not None:
+        samples = steps_samples(cfg, workers)
+        flops = samples * per_sample
+    cells, tokens, eval_flops = _eval_cost(cfg, recurrences)
+    return TrialCost(workers, samples, flops, cfg.train.budget_hours, params, cells, tokens, eval_flops)
+
+
+def trial_cost(cfg: ExperimentConfig, eval_recurrences: Sequence[int] = ()) -> TrialCost:
+    """One trial's cost (cached by everything but its name and seed)."""
+    return _trial_cost(_shape_key(cfg), tuple(eval_recurrences) or (None,))
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A sweep's trials: each distinct cost once, with how many trials (seeds) share it."""
+
+    name: str
+    preset: str
+    costs: tuple[tuple[TrialCost, int], ...]
+
+    @property
+    def trials(self) -> int:
+        return sum(n for _, n in self.costs)
+
+    def total(self, attr: str, *args) -> float:
+        return sum(n * (getattr(c, attr)(*args) if args else getattr(c, attr)) for c, n in self.costs)
+
+
+def resolve_devices(names: Iterable[str]) -> list[Device]:
+    out = []
+    for name in names:
+        key = next((k for k in DEVICES if k.lower() == name.strip().lower()), None)
+        if key is None:
+            raise ValueError(f"--gpu: unknown GPU {name!r}; choose from {', '.join(DEVICES)}")
+        out.append(DEVICES[key])
+    return out
+
+
+def parse_per_gpu(values: Sequence[str], flag: str, devices: Sequence[Device], *, low: float,
+                  high: float) -> dict[str, float]:
+    """`--mfu 0.3` (every GPU) or `--mfu H100=0.3` (one GPU), repeatable, checked to lie in [low, high]."""
+    out: dict[str, float] = {}
+    for text in values:
+        name, sep, number = text.rpartition("=")
+        try:
+            value = float(number)
+        except ValueError:
+            raise ValueError(f"{flag}: {text!r} is not a number or GPU=number") from None
+        if not low <= value <= high or value != value:
+            raise ValueError(f"{flag}: {text!r} must lie in [{low:g}, {high:g}]")
+        targets = resolve_devices([name]) if sep else devices
+        out.update({d.name: value for d in targets})
+    return out
+
+
+def summarise(plans: Sequence[SweepPlan], devices: Sequence[Device], mfu: dict[str, float],
+              price: dict[str, float]) -> dict:
+    """Per sweep and in total: trials, A4000-hours, training and evaluation hours per GPU, bytes, money."""
+    rows = []
+    for p in plans:
+        row = {"sweep": p.name, "preset": p.preset, "trials": p.trials, "a4000_hours": p.total("a4000_hours"),
+               "samples": p.total("samples") if all(c.samples is not None for c, _ in p.costs) else None,
+               "train_flops": p.total("train_flops") if all(c.train_flops is not None for c, _ in p.costs) else None,
+               "eval_cells": p.total("eval_cells"), "eval_tokens": p.total("eval_tokens"),
+               "checkpoint_bytes": p.total("checkpoint_bytes"), "parquet_bytes": p.total("parquet_bytes"),
+               "gpus": {}}
+        for d in devices:
+            m = mfu.get(d.name)
+            train_h, eval_h = p.total("train_hours", d, m), p.total("eval_hours", d, m)
+            g = {"train_hours": train_h, "eval_minutes": eval_h * 60.0}
+            if d.name in price:
+                g["usd"] = (train_h + eval_h) * price[d.name]
+            row["gpus"][d.name] = g
+        rows.append(row)
+    total = {"trials": sum(r["trials"] for r in rows), "a4000_hours": sum(r["a4000_hours"] for r in rows),
+             "eval_cells": sum(r["eval_cells"] for r in rows),
+             "checkpoint_bytes": sum(r["checkpoint_bytes"] for r in rows),
+             "parquet_bytes": sum(r["parquet_bytes"] for r in rows),
+             "gpus": {d.name: {k: sum(r["gpus"][d.name].get(k, 0.0) for r in rows)
+                               for k in ("train_hours", "eval_minutes", *(("usd",) if d.name in price else ()))}
+                      for d in devices}}
+    assumptions = {d.name: {"peak_tflops": d.peak_tflops, "train_mfu": mfu.get(d.name, d.mfu),
+                            "eval_mfu": mfu.get(d.name, d.mfu) * EVAL_PER_TRAIN_MFU, "sheet": d.sheet,
+                            "mfu_basis": "--mfu" if d.name in mfu else d.mfu_basis,
+                            **({"usd_per_hour": price[d.name]} if d.name in price else {})} for d in devices}
+    return {"sweeps": rows, "total": total, "assumptions": assumptions,
+            "storage_basis": {"checkpoint_bytes_per_param": CHECKPOINT_BYTES_PER_PARAM,
+                              "checkpoints_kept": CHECKPOINTS_KEPT, "parquet_row_bytes": PARQUET_ROW_BYTES}}

@@ -1,0 +1,104 @@
+"""`abacus-ray plan`: the cost of sweeps before they run (abacus_ray/plan.py, abacus_ray/cli/plan.py).
+
+Checked against what the repository measured or computes elsewhere: the budget's own samples
+(`training/budget.plan`), the 20-minute H100 run of the paper 8 x 2 (docs/results.md §5), the
+evaluation-time benchmark on the same H100, a real checkpoint's bytes, and `sweep --dry-run`'s trials.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from abacus_ray.cli import main
+from abacus_ray.config import preset
+from abacus_ray.plan import CHECKPOINT_BYTES_PER_PARAM, DEVICES, trial_cost
+from abacus_ray.training.budget import plan
+
+PAPER_8X2 = ["model.layers=8", "model.recurrences=2"]
+
+
+def run_plan(capsys, *argv: str) -> dict:
+    assert main(["plan", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_paper_trial_costs_its_budget_and_the_measured_h100_run_within_5_percent():
+    cfg = preset("paper", PAPER_8X2)
+    cost = trial_cost(cfg)
+    assert cost.samples == plan(cfg)["samples"] == 70_015_762
+    assert cost.a4000_hours == pytest.approx(24.0, rel=1e-6)  # the A4000 prices the budget: 24 of its hours
+    # The measured run: 10,051,584 samples in 0.3338 device-hours (20.0 min) on one H100 (docs/results/gpu/train.log).
+    per_sample = cost.train_flops / cost.samples
+    h100 = DEVICES["H100"]
+    predicted_min = 10_051_584 * per_sample / (h100.peak_tflops * 1e12 * h100.mfu) / 60
+    assert predicted_min == pytest.approx(0.3338 * 60, rel=0.05), predicted_min
+    # The whole paper-addition grid on the same H100: measured 5.3 min (benchmark) and 5.1 (the run's cells).
+    grid = trial_cost(preset("paper", [*PAPER_8X2, "eval.grids=paper-addition"]))
+    assert grid.eval_cells == 10_060 and grid.eval_tokens == 174_538_000  # eval_time.txt's token count
+    assert 5.0 <= grid.eval_hours(h100) * 60 <= 5.4
+
+
+def test_checkpoint_bytes_match_a_real_checkpoint(tmp_path):
+    from abacus_ray.model.checkpoint import save_checkpoint
+    from abacus_ray.model.transformer import ArithmeticTransformer
+    from abacus_ray.training.optimizer import build_optimizer
+
+    cfg = preset("tiny", ["model.hidden=256", "model.intermediate=512"])
+    model = ArithmeticTransformer.for_experiment(cfg)
+    opt = build_optimizer(model, cfg.train)
+    model(torch.randint(0, 10, (2, 8))).sum().backward()
+    opt.step()
+    save_checkpoint(tmp_path / "ckpt", model, cfg, {"optimizer": opt.state_dict(), "step": 1})
+    written = sum(p.stat().st_size for p in (tmp_path / "ckpt").rglob("*") if p.is_file())
+    assert written / model.num_params() == pytest.approx(CHECKPOINT_BYTES_PER_PARAM, rel=0.05)
+
+
+@pytest.mark.slow  # ~10 s: four paper plans and a dry run
+def test_plan_counts_the_sweeps_trials_and_scales_with_seeds_mfu_and_price(capsys):
+    assert main(["sweep", "fig10_k", "--preset", "paper", "--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    one = run_plan(capsys, "fig10_k")
+    assert one["total"]["trials"] == len(dry["trials"]) == 20
+    assert one["total"]["a4000_hours"] == pytest.approx(sum(t["budget"]["a4000_hours"] for t in dry["trials"]))
+    more = run_plan(capsys, "fig10_k", "--seeds", "7", "--mfu", "H100=0.478", "--price", "H100=2.5", "--gpu", "H100")
+    assert more["total"]["trials"] == 4 * 7
+    h1, h2 = one["total"]["gpus"]["H100"], more["total"]["gpus"]["H100"]
+    assert h2["train_hours"] == pytest.approx(h1["train_hours"] * 7 / 20 * 4 / 2)  # 7 of 5 seeds, twice the MFU
+    assert h2["usd"] == pytest.approx(2.5 * (h2["train_hours"] + h2["eval_minutes"] / 60))
+    assert list(more["assumptions"]) == ["H100"] and more["assumptions"]["H100"]["mfu_basis"] == "--mfu"
+    capsys.readouterr()
+    assert main(["plan", "fig10_k", "fig4_depth_recurrence", "--set", "train.budget_a4000_hours=12"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    total = [line for line in out if line.startswith("total: ")]
+    assert len(total) == 1 and "35 trials, 420 A4000-hours" in total[0], total
+    assert any(line.startswith("TOTAL") for line in out)
+
+
+@pytest.mark.parametrize(("argv", "culprit"), [
+    (["fig10_k", "--seeds", "1000000000"], "--seeds: must be in 1..1000"),
+    (["fig10_k", "--gpu", "V99"], "--gpu: unknown GPU 'V99'"),
+    (["fig10_k", "--mfu", "H100=2"], "--mfu: 'H100=2' must lie in"),
+    (["fig10_k", "--price", "3"], "--price: give GPU=USD_PER_HOUR"),
+    (["fig10_k", "--all"], "NAME: give one or more sweeps or --all"),
+    (["no_such_sweep"], "no sweep named 'no_such_sweep'"),
+])
+def test_bad_input_is_one_line_exit_2_before_work(argv, culprit, capsys):
+    assert main(["plan", *argv]) == 2
+    err = capsys.readouterr()
+    lines = err.err.strip().splitlines()
+    assert err.out == "" and len(lines) == 1 and culprit in lines[0], err
+
+
+def test_huge_seeds_are_refused_before_any_expansion():
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "abacus_ray.cli", "plan", "--all", "--seeds", str(10**12)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out
+    assert "--seeds: must be in 1..1000, got 1000000000000" in out.stderr
+    assert time.monotonic() - t0 < 30  # no sweep was expanded (the whole --all plan takes ~10 s)
