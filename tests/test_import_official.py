@@ -309,7 +309,7 @@ def test_describe_shows_the_source(tmp_path, capsys):
     arch = official_arch("abacus", 1, 2, True)
     src = write_official(tmp_path / "run7", arch, official_tensors(arch))
     assert import_cli(src, tmp_path / "ours", "--name", "authors-abacus") == 0
-    meta = read_json(tmp_path / "ours" / "meta.json")
+    meta = read_json(tmp_path / "ours" / "step-000000000" / "meta.json")
     assert meta["imported_class"] == "ScriptableRecurrentLMReplicaConcat"
     assert meta["imported_from"] == str(src.resolve())
     assert len(meta["imported_weights_sha256"]) == 64 and meta["name"] == "authors-abacus"
@@ -383,11 +383,14 @@ def test_task_follows_the_vocabulary(tmp_path, capsys):
 
 
 def test_imported_model_goes_through_eval_and_summary(tmp_path, capsys):
-    """An imported model is scored and summarised like any other, named by its source."""
+    """An imported model is scored and summarised like any other, named by its source; eval-all finds it."""
+    from abacus_ray.cli.eval_all import find_models
+
     arch = official_arch("abacus", 1, 2, True)
     src = write_official(tmp_path / "authors-run", arch, official_tensors(arch))
-    assert import_cli(src, tmp_path / "ckpt") == 0
-    assert main(["eval", str(tmp_path / "ckpt"), "--cells", "1-2x1-2", "--per-cell", "4", "--out",
+    assert import_cli(src, tmp_path / "runs" / "ckpt") == 0
+    assert find_models(tmp_path / "runs") == [tmp_path / "runs" / "ckpt" / "step-000000000"]
+    assert main(["eval", str(tmp_path / "runs" / "ckpt"), "--cells", "1-2x1-2", "--per-cell", "4", "--out",
                  str(tmp_path / "res"), "--quiet"]) == 0
     capsys.readouterr()
     assert main(["summary", str(tmp_path / "res")]) == 0
