@@ -72,6 +72,276 @@ def _check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path)
             raise ValueError(f"resume_from: {path} was trained with a different {section}")
 
 
+def _resolve_device(device: str | torch.device) -> torch.device:
+    """A concrete device: CUDA gets its index (DDP wants one) and TF32 for the fp32 matmuls that remain."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        torch.set_float32_matmul_precision("high")  # TF32 where fp32 matmuls remain (docs/official-code.md §6.6)
+    return device
+
+
+def _build_model(cfg: ExperimentConfig, resume_from: str | Path | None) -> tuple[nn.Module, dict | None]:
+    """The initial model (same weights on every rank), with the checkpoint's weights and state when resuming."""
+    from abacus_ray.model.transformer import ArithmeticTransformer
+
+    seed_all(cfg.seed)  # identical initial weights on every rank
+    model = ArithmeticTransformer.for_experiment(cfg)
+    if resume_from is None:
+        return model, None
+    path = ckpt.resolve_checkpoint(resume_from)
+    _check_resumable(cfg, ckpt.read_checkpoint_config(path), path)
+    weights = ckpt.load_weights_file(path / ckpt.MODEL_FILE)
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        raise ValueError(f"{path / ckpt.MODEL_FILE}: weights do not fit the configured model ({e})") from None
+    return model, ckpt.load_weights_file(path / ckpt.STATE_FILE)
+
+
+class _Session:
+    """One training session: the model and its optimiser, the budget, the data stream and the counters.
+
+    Built in the order the RNG streams expect (initial weights, then the resumed or per-rank seed);
+    `run` then takes optimiser steps until the budget is spent.
+    """
+
+    def __init__(self, cfg: ExperimentConfig, device: torch.device, process_group: Any,
+                 report: Callable[[dict], None] | None, root: Path | None, resume_from: str | Path | None,
+                 probe: Callable[[nn.Module], dict[str, float]] | None) -> None:
+        from abacus_ray.tasks.stream import TrainStream
+
+        self.cfg, self.tc, self.device = cfg, cfg.train, device
+        self.process_group, self.report, self.root, self.probe = process_group, report, root, probe
+        self.rank, self.world = rank_and_world(process_group)
+        self.model, saved_state = _build_model(cfg, resume_from)
+        self.model.to(device).train()
+        self.optimizer = build_optimizer(self.model, self.tc, device)
+        self.precision = resolve_precision(self.tc.precision, device)
+        self.scaler = self.precision.grad_scaler()
+        self.budget = Budget.from_config(cfg, self.world)
+        self.micro_index, self.tokens_total = self._restore(saved_state)
+        self.net, self.ddp, self.fixed_len = self._wrap()
+        self.stream = TrainStream(cfg.task, cfg.seed)
+        self.mbs, self.mbs_eff = self.tc.micro_batch, self.tc.micro_batch * self.world
+        self.recurrences = cfg.model.recurrences
+        self.limit = backprop_limit(self.recurrences, self.tc.max_backprop)
+        self.throttle = throttle_factor(self.recurrences, self.limit) if self.tc.throttle else 1.0
+        self.offsets = OffsetDraw.of(cfg)
+        self.depth_total, self.depth_grad = expected_depths(self.recurrences, self.limit, self.tc.alpha)
+        self.peak = peak_flops(device)
+        self.losses: list[float] = []
+        self.probed: dict[str, float] = {}
+
+    def _restore(self, saved_state: dict | None) -> tuple[int, int]:
+        """Load the optimiser, scaler, budget and RNG state of a resumed run (or seed a fresh one).
+
+        Returns the micro-batch index and the token count to continue from."""
+        if saved_state is None:
+            seed_all(rank_seed(self.cfg.seed, self.rank))
+            return 0, 0
+        self.optimizer.load_state_dict(saved_state["optimizer"])
+        if saved_state.get("scaler"):
+            self.scaler.load_state_dict(saved_state["scaler"])
+        self.budget.restore(saved_state)
+        if self.rank == 0 and saved_state.get("rng"):
+            set_rng_state(saved_state["rng"][0])
+        else:  # only rank 0's RNG streams are saved; the others restart theirs from (seed, rank, step)
+            seed_all(rank_seed(self.cfg.seed, self.rank) + 7919 * self.budget.step)
+        return int(saved_state["micro_index"]), int(saved_state["tokens"])
+
+    def _wrap(self) -> tuple[nn.Module, Any, int | None]:
+        """DDP over several ranks; a compiled block on batches of one fixed length (see `compile_block`)."""
+        from abacus_ray.tasks.stream import padded_length
+
+        net: nn.Module = self.model
+        ddp = None
+        if self.world > 1:
+            unused = self.cfg.model.injection == "none" and self.cfg.model.recurrences > 1
+            net = ddp = wrap_ddp(net, self.device, self.process_group, find_unused=unused)
+        fixed_len = None
+        if self.tc.compile:
+            self.model.compile_block()
+            fixed_len = padded_length(self.cfg.task)
+        return net, ddp, fixed_len
+
+    def run_probe(self) -> None:
+        """Score the probe without touching the training RNG streams or leaving eval mode on."""
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            self.probed.update(self.probe(self.model), probe_step=self.budget.step)
+        self.model.train()
+
+    def sync(self, loss_sum: float = 0.0, tokens: float = 0.0) -> tuple[float, float]:
+        """Adopt rank 0's clock; sum the step's loss and tokens over ranks."""
+        elapsed, loss_sum, tokens = agree([self.budget.local_elapsed_s(), loss_sum, tokens], rank=self.rank,
+                                          process_group=self.process_group, device=self.device, from_rank0=1)
+        if self.world > 1:
+            self.budget.set_session_elapsed(elapsed)
+        return loss_sum, tokens
+
+    def save(self, fraction: float, loss: float) -> tuple[str, str] | None:
+        """Rank 0 writes a numbered checkpoint (no collective: other ranks may lack a checkpoint_dir)."""
+        if self.rank != 0 or self.root is None:
+            return None
+        state = {"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
+                 "micro_index": self.micro_index, "tokens": self.tokens_total, "rng": [rng_state()],
+                 "world_size": self.world, "budget_fraction": fraction, "batch_size": self.batch_size,
+                 "loss": loss, "seed": self.cfg.seed, **self.budget.state()}
+        target = self.root / ckpt.checkpoint_name(self.budget.step)
+        model_id = ckpt.save_checkpoint(target, self.model, self.cfg, state)
+        ckpt.prune_checkpoints(self.root, KEEP_CHECKPOINTS)
+        return str(target), model_id
+
+    def emit(self, window: Window, fraction: float, lr: float, *, final: bool,
+             saved: tuple[str, str] | None) -> dict:
+        """Build a progress report from `window` (plus the latest probe scores) and pass it to `report`."""
+        budget, losses = self.budget, self.losses
+        now = budget.session_elapsed_s()
+        rates = window.rates(now)
+        if final and losses:  # the final report: rates over the session, loss over its last 10 steps
+            rates["loss"] = sum(losses[-10:]) / len(losses[-10:])
+        metrics = {"step": budget.step, "samples": budget.samples, "tokens": self.tokens_total,
+                   "loss": rates["loss"], "lr": lr, "batch_size": self.batch_size,
+                   "tokens_per_s": rates["tokens_per_s"], "samples_per_s": rates["samples_per_s"],
+                   "budget_fraction": fraction, "device_hours": budget.device_hours,
+                   "eta_s": eta_seconds(fraction, self.fraction_start, now), "elapsed_s": now, "rank": self.rank,
+                   "world_size": self.world, "final": final, "checkpoint": saved[0] if saved else None,
+                   "model_id": saved[1] if saved else None}
+        metrics.update(self.probed)
+        if self.peak is not None and rates["mean_seq_len"] > 0:
+            flops = self.model.flops_per_token(round(rates["mean_seq_len"]), self.depth_total,
+                                               grad_recurrences=self.depth_grad)
+            metrics["mfu"] = flops * rates["positions_per_s"] / (self.peak * self.world)
+        if self.report is not None:
+            self.report(metrics)
+        return metrics
+
+    def run(self) -> TrainResult:
+        """Take optimiser steps until the budget is spent; save and report at the end."""
+        budget, tc = self.budget, self.tc
+        budget.start()
+        if self.probe is not None:
+            self.run_probe()
+        self.sync()
+        self.fraction_start = budget.fraction()
+        self.batch_size = ramped_batch_size(self.fraction_start, tc.global_batch, self.mbs_eff, tc.batch_ramp)
+        self.window = Window(start_s=budget.session_elapsed_s())
+        self.session = Window(start_s=self.window.start_s)  # the final report's rates cover the whole session
+        self.last_report_s = self.last_ckpt_s = self.window.start_s
+        lr = 0.0
+        while (fraction := budget.fraction()) < 1.0:
+            lr = self.step(fraction)
+        fraction = budget.fraction()
+        if self.probe is not None and budget.step % self.cfg.eval.probe_every != 0:
+            self.run_probe()
+        final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)  # periodic saves stop short of f = 1
+        metrics = self.emit(self.session, fraction, lr, final=True, saved=final_saved)
+        self.model.eval()
+        model_id = final_saved[1] if final_saved else ckpt.model_id_of(self.model)
+        return TrainResult(final_saved[0] if final_saved else None, model_id, metrics, self.losses, self.model)
+
+    def step(self, fraction: float) -> float:
+        """One optimiser step at budget fraction `fraction`, then the checkpoint/probe/report it calls for.
+
+        Returns the step's learning rate."""
+        tc = self.tc
+        accum = accumulation_steps(self.batch_size, self.mbs_eff)
+        lr = tc.lr * lr_multiplier(fraction, tc.warmup, tc.cooldown, first_call=self.budget.step == 0)
+        set_lr(self.optimizer, lr)
+        loss_sum, tokens, positions, seq_sum = self.accumulate(accum)
+        if tc.grad_clip > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        step_loss = self.count_step(accum, float(loss_sum) / accum, tokens, positions, seq_sum)
+        self.checkpoint_probe_report(step_loss, lr)
+        return lr
+
+    def accumulate(self, accum: int) -> tuple[torch.Tensor, int, int, int]:
+        """Forward and backward `accum` micro-batches into the gradients (DDP syncs on the last call only).
+
+        Returns the summed weighted loss, the tokens, the padded positions and the summed lengths."""
+        loss_sum = torch.zeros((), device=self.device)
+        tokens = positions = seq_sum = 0
+        for a in range(accum):
+            ids, n_tokens = self.micro_batch(loss_sum, last_micro=a == accum - 1, accum=accum)
+            tokens += n_tokens
+            positions += ids.numel()
+            seq_sum += ids.shape[1]
+            if self.device.type == "cuda":
+                self.model.validate_inputs = False  # the config guarantees the table; skip the per-call host sync
+        return loss_sum, tokens, positions, seq_sum
+
+    def micro_batch(self, loss_sum: torch.Tensor, *, last_micro: bool, accum: int) -> tuple[torch.Tensor, int]:
+        """The next micro-batch's forward/backward calls, as the progressive loss plans them.
+
+        Adds the weighted (detached) losses to `loss_sum` in place; returns the input ids and the token count."""
+        from abacus_ray.tasks.stream import pad_batch
+
+        tc, device = self.tc, self.device
+        batch = self.stream.batch(self.micro_index, self.mbs, self.rank, self.world)
+        if self.fixed_len is not None:
+            batch = pad_batch(batch, self.fixed_len)
+        calls = plan_calls(self.recurrences, self.limit, tc.alpha,
+                           micro_batch_generator(self.cfg.seed, self.micro_index), self.offsets)
+        self.micro_index += 1
+        ids = batch.input_ids.to(device, non_blocking=True)
+        mask = batch.target_mask.to(device, non_blocking=True)
+        # each rank's loss is its share of the global micro-batch's loss (DDP then averages grads)
+        local = loss_denominator(batch.input_ids, batch.target_mask, reduction=tc.loss_reduction,
+                                 mask_before_equals=tc.mask_before_equals)
+        denom = global_denominator(local, self.mbs, ids.shape[1], reduction=tc.loss_reduction, world=self.world,
+                                   process_group=self.process_group, device=device)
+        for c, call in enumerate(calls):
+            last = last_micro and c == len(calls) - 1
+            no_sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
+            extra = {} if call.abacus_offset is None else {"abacus_offset": call.abacus_offset}
+            with no_sync:
+                with self.precision.autocast():
+                    logits = self.net(ids, recurrences=call.n + call.k, grad_recurrences=call.k, **extra)
+                ce = answer_loss(logits, ids, mask, reduction=tc.loss_reduction,
+                                 mask_before_equals=tc.mask_before_equals, denominator=denom)
+                self.scaler.scale(ce * (call.weight * self.throttle * self.world / accum)).backward()
+            loss_sum += ce.detach() * call.weight
+        return ids, int(batch.lengths.sum())
+
+    def count_step(self, accum: int, loss: float, tokens: int, positions: int, seq_sum: int) -> float:
+        """Advance the budget and the report windows by one step; recompute the batch size from the ramp.
+
+        Returns the step's loss averaged over ranks."""
+        budget = self.budget
+        budget.step += 1
+        budget.samples += accum * self.mbs_eff
+        step_loss, tokens_all = self.sync(loss, tokens)
+        self.tokens_total += int(tokens_all)
+        self.losses.append(step_loss)
+        for w in (self.window, self.session):
+            w.add_step(samples=accum * self.mbs_eff, tokens=int(tokens_all), positions=positions * self.world,
+                       loss=step_loss, seq_len_sum=seq_sum, micro_batches=accum)
+        self.batch_size = ramped_batch_size(budget.fraction(), self.tc.global_batch, self.mbs_eff, self.tc.batch_ramp)
+        return step_loss
+
+    def checkpoint_probe_report(self, step_loss: float, lr: float) -> None:
+        """A periodic checkpoint, a probe every `eval.probe_every` steps, and a report when either ran or is due."""
+        tc, budget = self.tc, self.budget
+        fraction = budget.fraction()
+        now = budget.session_elapsed_s()
+        saved = None
+        if fraction < 1.0 and now - self.last_ckpt_s >= tc.checkpoint_every_min * 60:
+            self.last_ckpt_s = now
+            saved = self.save(fraction, step_loss)
+        fresh = self.probe is not None and budget.step % self.cfg.eval.probe_every == 0
+        if fresh:
+            self.run_probe()
+        if fraction < 1.0 and (saved is not None or fresh or now - self.last_report_s >= tc.report_every_s):
+            self.emit(self.window, fraction, lr, final=False, saved=saved)
+            self.last_report_s = now
+            self.window = Window(start_s=now)
+
+
 def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_group: Any = None,
           report: Callable[[dict], None] | None = None, checkpoint_dir: str | Path | None = None,
           resume_from: str | Path | None = None,
@@ -86,198 +356,5 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
         (`evaluation.probe.Probe`); its numbers join every later report. It runs under a forked RNG
         and the model goes back to train mode, so the trained weights are the same with or without it.
     """
-    from abacus_ray.model.transformer import ArithmeticTransformer
-    from abacus_ray.tasks.stream import TrainStream, pad_batch, padded_length
-
-    tc = cfg.train
-    device = torch.device(device)
-    if device.type == "cuda":
-        if device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-        torch.set_float32_matmul_precision("high")  # TF32 where fp32 matmuls remain (docs/official-code.md §6.6)
-    rank, world = rank_and_world(process_group)
     root = Path(checkpoint_dir) if checkpoint_dir is not None else None
-
-    seed_all(cfg.seed)  # identical initial weights on every rank
-    model = ArithmeticTransformer.for_experiment(cfg)
-    saved_state = None
-    if resume_from is not None:
-        path = ckpt.resolve_checkpoint(resume_from)
-        _check_resumable(cfg, ckpt.read_checkpoint_config(path), path)
-        weights = ckpt.load_weights_file(path / ckpt.MODEL_FILE)
-        try:
-            model.load_state_dict(weights)
-        except RuntimeError as e:
-            raise ValueError(f"{path / ckpt.MODEL_FILE}: weights do not fit the configured model ({e})") from None
-        saved_state = ckpt.load_weights_file(path / ckpt.STATE_FILE)
-    model.to(device).train()
-
-    optimizer = build_optimizer(model, tc, device)
-    precision = resolve_precision(tc.precision, device)
-    scaler = precision.grad_scaler()
-    budget = Budget.from_config(cfg, world)
-    micro_index, tokens_total = 0, 0
-    if saved_state is not None:
-        optimizer.load_state_dict(saved_state["optimizer"])
-        if saved_state.get("scaler"):
-            scaler.load_state_dict(saved_state["scaler"])
-        budget.restore(saved_state)
-        micro_index, tokens_total = int(saved_state["micro_index"]), int(saved_state["tokens"])
-        if rank == 0 and saved_state.get("rng"):
-            set_rng_state(saved_state["rng"][0])
-        else:  # only rank 0's RNG streams are saved; the others restart theirs from (seed, rank, step)
-            seed_all(rank_seed(cfg.seed, rank) + 7919 * budget.step)
-    else:
-        seed_all(rank_seed(cfg.seed, rank))
-
-    net: nn.Module = model
-    ddp = None
-    if world > 1:
-        unused = cfg.model.injection == "none" and cfg.model.recurrences > 1
-        net = ddp = wrap_ddp(net, device, process_group, find_unused=unused)
-    fixed_len = None
-    if tc.compile:  # the block alone, on batches of one fixed length (see `compile_block`)
-        model.compile_block()
-        fixed_len = padded_length(cfg.task)
-
-    stream = TrainStream(cfg.task, cfg.seed)
-    mbs, mbs_eff = tc.micro_batch, tc.micro_batch * world
-    recurrences = cfg.model.recurrences
-    limit = backprop_limit(recurrences, tc.max_backprop)
-    throttle = throttle_factor(recurrences, limit) if tc.throttle else 1.0
-    offsets = OffsetDraw.of(cfg)
-    depth_total, depth_grad = expected_depths(recurrences, limit, tc.alpha)
-    peak = peak_flops(device)
-    losses: list[float] = []
-    probed: dict[str, float] = {}
-
-    def run_probe() -> None:
-        """Score the probe without touching the training RNG streams or leaving eval mode on."""
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            probed.update(probe(model), probe_step=budget.step)
-        model.train()
-
-    def sync(loss_sum: float = 0.0, tokens: float = 0.0) -> tuple[float, float]:
-        """Adopt rank 0's clock; sum the step's loss and tokens over ranks."""
-        elapsed, loss_sum, tokens = agree([budget.local_elapsed_s(), loss_sum, tokens], rank=rank,
-                                          process_group=process_group, device=device, from_rank0=1)
-        if world > 1:
-            budget.set_session_elapsed(elapsed)
-        return loss_sum, tokens
-
-    def save(fraction: float, loss: float) -> tuple[str, str] | None:
-        """Rank 0 writes a numbered checkpoint (no collective: other ranks may lack a checkpoint_dir)."""
-        if rank != 0 or root is None:
-            return None
-        state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "micro_index": micro_index,
-                 "tokens": tokens_total, "rng": [rng_state()], "world_size": world, "budget_fraction": fraction,
-                 "batch_size": batch_size, "loss": loss, "seed": cfg.seed, **budget.state()}
-        target = root / ckpt.checkpoint_name(budget.step)
-        model_id = ckpt.save_checkpoint(target, model, cfg, state)
-        ckpt.prune_checkpoints(root, KEEP_CHECKPOINTS)
-        return str(target), model_id
-
-    def emit(window: Window, fraction: float, lr: float, *, final: bool, saved: tuple[str, str] | None) -> dict:
-        now = budget.session_elapsed_s()
-        rates = window.rates(now)
-        if final and losses:  # the final report: rates over the session, loss over its last 10 steps
-            rates["loss"] = sum(losses[-10:]) / len(losses[-10:])
-        metrics = {"step": budget.step, "samples": budget.samples, "tokens": tokens_total, "loss": rates["loss"],
-                   "lr": lr, "batch_size": batch_size, "tokens_per_s": rates["tokens_per_s"],
-                   "samples_per_s": rates["samples_per_s"], "budget_fraction": fraction,
-                   "device_hours": budget.device_hours, "eta_s": eta_seconds(fraction, fraction_start, now),
-                   "elapsed_s": now, "rank": rank, "world_size": world, "final": final,
-                   "checkpoint": saved[0] if saved else None, "model_id": saved[1] if saved else None}
-        metrics.update(probed)
-        if peak is not None and rates["mean_seq_len"] > 0:
-            flops = model.flops_per_token(round(rates["mean_seq_len"]), depth_total, grad_recurrences=depth_grad)
-            metrics["mfu"] = flops * rates["positions_per_s"] / (peak * world)
-        if report is not None:
-            report(metrics)
-        return metrics
-
-    budget.start()
-    if probe is not None:
-        run_probe()
-    sync()
-    fraction_start = budget.fraction()
-    batch_size = ramped_batch_size(fraction_start, tc.global_batch, mbs_eff, tc.batch_ramp)
-    window = Window(start_s=budget.session_elapsed_s())
-    session = Window(start_s=window.start_s)  # the final report's rates cover the whole session
-    last_report_s = last_ckpt_s = window.start_s
-    lr = 0.0
-    while (fraction := budget.fraction()) < 1.0:
-        accum = accumulation_steps(batch_size, mbs_eff)
-        lr = tc.lr * lr_multiplier(fraction, tc.warmup, tc.cooldown, first_call=budget.step == 0)
-        set_lr(optimizer, lr)
-        loss_sum = torch.zeros((), device=device)
-        tokens = positions = seq_sum = 0
-        for a in range(accum):
-            batch = stream.batch(micro_index, mbs, rank, world)
-            if fixed_len is not None:
-                batch = pad_batch(batch, fixed_len)
-            calls = plan_calls(recurrences, limit, tc.alpha, micro_batch_generator(cfg.seed, micro_index), offsets)
-            micro_index += 1
-            ids = batch.input_ids.to(device, non_blocking=True)
-            mask = batch.target_mask.to(device, non_blocking=True)
-            # each rank's loss is its share of the global micro-batch's loss (DDP then averages grads)
-            local = loss_denominator(batch.input_ids, batch.target_mask, reduction=tc.loss_reduction,
-                                     mask_before_equals=tc.mask_before_equals)
-            denom = global_denominator(local, mbs, ids.shape[1], reduction=tc.loss_reduction, world=world,
-                                       process_group=process_group, device=device)
-            for c, call in enumerate(calls):
-                last = a == accum - 1 and c == len(calls) - 1
-                no_sync = ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext()
-                extra = {} if call.abacus_offset is None else {"abacus_offset": call.abacus_offset}
-                with no_sync:
-                    with precision.autocast():
-                        logits = net(ids, recurrences=call.n + call.k, grad_recurrences=call.k, **extra)
-                    ce = answer_loss(logits, ids, mask, reduction=tc.loss_reduction,
-                                     mask_before_equals=tc.mask_before_equals, denominator=denom)
-                    scaler.scale(ce * (call.weight * throttle * world / accum)).backward()
-                loss_sum += ce.detach() * call.weight
-            tokens += int(batch.lengths.sum())
-            positions += ids.numel()
-            seq_sum += ids.shape[1]
-            if device.type == "cuda":
-                model.validate_inputs = False  # the config guarantees the table; skip the per-call host sync
-        if tc.grad_clip > 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-
-        budget.step += 1
-        budget.samples += accum * mbs_eff
-        loss_all, tokens_all = sync(float(loss_sum) / accum, tokens)
-        step_loss = loss_all
-        tokens_total += int(tokens_all)
-        losses.append(step_loss)
-        for w in (window, session):
-            w.add_step(samples=accum * mbs_eff, tokens=int(tokens_all), positions=positions * world,
-                       loss=step_loss, seq_len_sum=seq_sum, micro_batches=accum)
-        fraction = budget.fraction()
-        batch_size = ramped_batch_size(fraction, tc.global_batch, mbs_eff, tc.batch_ramp)
-
-        now = budget.session_elapsed_s()
-        saved = None
-        if fraction < 1.0 and now - last_ckpt_s >= tc.checkpoint_every_min * 60:
-            last_ckpt_s = now
-            saved = save(fraction, step_loss)
-        fresh = probe is not None and budget.step % cfg.eval.probe_every == 0
-        if fresh:
-            run_probe()
-        if fraction < 1.0 and (saved is not None or fresh or now - last_report_s >= tc.report_every_s):
-            emit(window, fraction, lr, final=False, saved=saved)
-            last_report_s = now
-            window = Window(start_s=now)
-
-    fraction = budget.fraction()
-    if probe is not None and budget.step % cfg.eval.probe_every != 0:
-        run_probe()
-    final_saved = save(fraction, losses[-1] if losses else math.nan)  # periodic saves stop short of f = 1
-    metrics = emit(session, fraction, lr, final=True, saved=final_saved)
-    model.eval()
-    model_id = final_saved[1] if final_saved else ckpt.model_id_of(model)
-    return TrainResult(final_saved[0] if final_saved else None, model_id, metrics, losses, model)
+    return _Session(cfg, _resolve_device(device), process_group, report, root, resume_from, probe).run()
