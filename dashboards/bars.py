@@ -1,7 +1,7 @@
 """Figs. 3/4/9/17-19-style bars: region means (ID, OOD, 100+ OOD) per condition, with per-seed points.
 
-The numbers are `aggregate.region_means` per entry (every cell of a region weighted equally, spec
-§7.7) and `aggregate.seed_spread` over the entries of a seed group: the paper's "mean of three
+The numbers are `aggregate.region_means` per entry (every cell of a region weighted equally,
+docs/official-code.md §7.7) and `aggregate.seed_spread` over the entries of a seed group: the paper's "mean of three
 models". The bar is the mean; the points are the individual runs, so the spread is visible.
 """
 

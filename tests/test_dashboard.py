@@ -27,7 +27,7 @@ from dashboards.site import sweep_file
 from dashboards.sitedata import SiteData
 
 SQUARE = [(i, j) for i in range(1, 7) for j in range(1, 7)]
-PAPER_TEXT = Path(__file__).resolve().parents[2] / "shared" / "reference" / "paper-2405.17399v2.txt"  # ../shared
+PAPER_TEXT = Path(__file__).with_name("paper_excerpts.txt")  # the paper's lines that print the values we cite
 HOSTILE = "<script>alert('x')</script><b>bold</b> & \"q\""
 HOSTILE_SWEEP = "<img src=x onerror=alert(1)>"  # the sweep is the run id's part before the first '/'
 

@@ -57,8 +57,8 @@ def greedy_kv(model, prompt_ids: Tensor, max_new: int, *, recurrences: int | Non
 @torch.inference_mode()
 def greedy_naive(model, prompt_ids: Tensor, max_new: int, *, recurrences: int | None = None,
                  noise: Tensor | None = None) -> Tensor:
-    """Greedy tokens with a full forward over the whole sequence per token (the official loop, spec
-    §4.14, plus early stopping). Kept as the benchmark baseline and the test oracle."""
+    """Greedy tokens with a full forward over the whole sequence per token (the official loop,
+    docs/official-code.md §4.14, plus early stopping). Kept as the benchmark baseline and the test oracle."""
     _check(prompt_ids, max_new, noise)
     seq = prompt_ids
     out: list[Tensor] = []
@@ -123,7 +123,7 @@ def match(generated: Tensor, targets: list[list[int]], limits: list[int], *, req
     Row b's output is cut to its own `limits[b]` tokens so the verdict does not depend on which other
     rows shared its batch. With `require_eos=False` the EOS is not compared (sorting, docs/official-code.md §7.6).
     `drop_above` deletes every id above it from the output and the target before comparing: the official
-    index-hint rule, which drops the hint symbols (ids above `=`) and scores the digits (§2.4).
+    index-hint rule, which drops the hint symbols (ids above `=`) and scores the digits (docs/official-code.md §2.4).
     """
     rows = generated.tolist()
     res = Match([], [], [], [], [], [])

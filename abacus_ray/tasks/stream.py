@@ -7,7 +7,7 @@ the fly instead, as a pure function of (task config, seed, micro-batch index):
 * sample g of the global sequence (g = index * global_size + row) belongs to pair number g mod P,
   pairs in i-major loop order: (i, j) for 1 <= i, j <= n (for sorting, max digits x array length);
   so every P consecutive samples hold each pair exactly once, as in the bucket method; for bitwise
-  OR, whose official training set is the exhaustive one (min(i, j) problems per pair, §3.6), a
+  OR, whose official training set is the exhaustive one (min(i, j) problems per pair, docs/official-code.md §3.6), a
   pass holds pair (i, j) min(i, j) times, in layers (every pair, then every pair with min >= 2, ...)
   so each batch stays mixed: P = sum of min(i, j), 2,870 for n = 20;
 * operands are fresh random words from a Philox stream keyed on (task, seed, index), row r at a

@@ -12,7 +12,7 @@
   if (!block || typeof Plotly === "undefined") return;
   const D = JSON.parse(block.textContent);
 
-  // matplotlib's YlGnBu (yellow = low, dark blue = high), as in the paper's heatmaps (spec §8.1).
+  // matplotlib's YlGnBu (yellow = low, dark blue = high), as in the paper's heatmaps (docs/official-code.md §8.1).
   const YLGNBU = [[0, "#ffffd9"], [0.125, "#edf8b1"], [0.25, "#c7e9b4"], [0.375, "#7fcdbb"], [0.5, "#41b6c4"],
                   [0.625, "#1d91c0"], [0.75, "#225ea8"], [0.875, "#253494"], [1, "#081d58"]];
   const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
