@@ -1,13 +1,21 @@
 """The results dataset: a versioned Parquet schema, atomic part files, idempotent re-evaluation.
 
-Layout of a results directory:
+Layout of a results directory (a local path or an object-store URI, through `abacus_ray.storage`):
 
-    RESULTS/part-<uuid>.parquet           one row per (model, task, cell, eval settings)   (`CELL_SCHEMA`)
-    RESULTS/samples/part-<uuid>.parquet   optional per-problem rows (`SAMPLE_SCHEMA`)
+    RESULTS/part-<keys-hash>.parquet           one row per (model, task, cell, eval settings)   (`CELL_SCHEMA`)
+    RESULTS/samples/part-<keys-hash>.parquet   optional per-problem rows (`SAMPLE_SCHEMA`)
 
-Every flush writes a new part: a temporary file in the same directory, then `os.replace`, so a reader
-(or a run killed mid-write) never sees half a file; readers only read `part-*.parquet`. Parts are never
-rewritten, which lets many evaluators (Ray Data actors) write into one directory at once.
+Every flush writes a new part atomically (a local disk: temporary file + rename; an object store: one
+PUT), so a reader (or a run killed mid-write) never sees half a file; readers only read
+`part-*.parquet`. Parts are never rewritten, which lets many evaluators (Ray Data actors) write into
+one directory at once.
+
+Two writers on one RESULTS (two `eval`s, a rerun beside a running sweep) leave each key once, with no
+lock file (none works on an object store): a part is named after the keys it holds, so the same cells
+written twice are one object; a writer re-lists the directory before every write and drops rows whose
+key has appeared since (`KeyIndex`); and every reader keeps the first row of a key in part-name order,
+for the rare race that leaves two parts with one key. A part that cannot be read (truncated, garbage
+bytes) is named in a warning and skipped: the rest stays readable and a rerun scores its cells again.
 
 The key of a cell row is `KEY`: (model_id, task, i, j, per_cell, eval_seed, recurrences, require_eos,
 scoring). A rerun skips cells whose key is present. The engine (teacher / kv / naive) and the precision
@@ -25,8 +33,9 @@ how it was.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
-import os
+import sys
 import types
 import typing
 import uuid
@@ -37,8 +46,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import flatten
+from abacus_ray.storage import Location
 
 SCHEMA_VERSION = 2
 # "exact": every answer token, hints and EOS included, must be the target's (the official rule for
@@ -205,25 +216,23 @@ def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def write_table(path: str | Path, table: pa.Table) -> Path:
-    """Write `table` to `path` atomically: a temporary file beside it, fsync, then rename over it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    try:
-        pq.write_table(table, tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+def write_table(path: str | Path | Location, table: pa.Table) -> Location:
+    """Write `table` to `path` (a local path or URI) atomically (`storage.write_parquet`)."""
+    return storage.write_parquet(path, table)
 
 
-def write_part(directory: str | Path, table: pa.Table) -> Path:
-    """Write `table` as a new `part-<uuid>.parquet` of `directory` atomically."""
-    return write_table(Path(directory) / f"part-{uuid.uuid4().hex}.parquet", table)
+def part_name(table: pa.Table) -> str:
+    """`part-<hash of the keys it holds>.parquet`: the same cells written twice are one file, not two."""
+    names = [k for k in KEY if k in table.column_names]
+    if not names or table.num_rows == 0:
+        return f"part-{uuid.uuid4().hex}.parquet"
+    keys = sorted({tuple(map(str, k)) for k in zip(*(table.column(k).to_pylist() for k in names), strict=True)})
+    return f"part-{hashlib.sha256(repr(keys).encode()).hexdigest()[:32]}.parquet"
+
+
+def write_part(directory: str | Path | Location, table: pa.Table) -> Location:
+    """Write `table` as a new part of `directory` atomically, named after its keys (`part_name`)."""
+    return write_table(storage.resolve(directory) / part_name(table), table)
 
 
 def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
@@ -231,18 +240,18 @@ def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
     return _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], cell_schema())
 
 
-def write_cells(directory: str | Path, rows: Sequence[dict[str, Any]]) -> Path | None:
+def write_cells(directory: str | Path | Location, rows: Sequence[dict[str, Any]]) -> Location | None:
     """Flush cell rows as one part (nothing written for no rows)."""
     if not rows:
         return None
     return write_part(directory, rows_table(rows))
 
 
-def write_samples(directory: str | Path, rows: Sequence[dict[str, Any]]) -> Path | None:
+def write_samples(directory: str | Path | Location, rows: Sequence[dict[str, Any]]) -> Location | None:
     if not rows:
         return None
     table = _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], SAMPLE_SCHEMA)
-    return write_part(Path(directory) / SAMPLES_DIR, table)
+    return write_part(storage.resolve(directory) / SAMPLES_DIR, table)
 
 
 
@@ -255,43 +264,78 @@ def write_problems(directory, rows: Sequence[dict[str, Any]]):
 
 # --- reading ---------------------------------------------------------------------------------------
 
-def part_files(directory: str | Path) -> list[Path]:
-    return sorted(Path(directory).glob(PART_GLOB))
+def part_files(directory: str | Path | Location) -> list[Location]:
+    """The `part-*.parquet` entries of a results directory, in name order (one listing)."""
+    return storage.glob(directory, PART_GLOB)
 
 
-def _check_dir(directory: str | Path) -> list[Path]:
-    directory = Path(directory)
-    if not directory.exists():
-        raise FileNotFoundError(f"{directory}: no such results directory")
-    if not directory.is_dir():
-        raise NotADirectoryError(f"{directory}: is not a directory")
-    return part_files(directory)
+def _check_dir(directory: str | Path | Location) -> list[Location]:
+    loc = storage.resolve(directory)
+    if not storage.exists(loc):
+        raise FileNotFoundError(2, "no such results directory", loc.uri)
+    if not storage.is_dir(loc):
+        raise NotADirectoryError(20, "is not a directory", loc.uri)
+    return part_files(loc)
 
 
-def _read_parts(files: Iterable[Path], columns: Sequence[str] | None, where: str,
-                required: Sequence[str] = ()) -> pa.Table:
-    """Concatenated parts; a file that is not Parquet, or lacks a `required` column, is named in the error."""
-    tables = []
+_WARNED: set[str] = set()
+
+
+def _skip(where: str, f: Location, reason: str) -> None:
+    """Name an unreadable part once per process; its cells count as missing, so a rerun scores them again."""
+    if f.uri not in _WARNED:
+        _WARNED.add(f.uri)
+        print(f"warning: {where}: {f.name} is not a readable Parquet file ({reason}); skipped (its cells count as "
+              "missing: a rerun evaluates them again)", file=sys.stderr)
+
+
+def _read_one(f: Location, columns: Sequence[str] | None, where: str, required: Sequence[str]) -> pa.Table:
+    """One part's table; a ValueError for a file that is Parquet but not ours or too new, an OSError /
+    ArrowException for one that cannot be read at all."""
+    data = pa.py_buffer(storage.read_bytes(f))  # one GET on an object store, however many columns are read
+    schema = pq.read_schema(pa.BufferReader(data))
+    if "schema_version" not in schema.names:
+        raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no schema_version column)")
+    missing = [c for c in required if c not in schema.names]
+    if missing:
+        raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no {missing[0]} column)")
+    cols = None if columns is None else [c for c in columns if c in schema.names]
+    t = _with_added_keys(pq.read_table(pa.BufferReader(data), columns=cols), columns)
+    if columns is None or "schema_version" in columns:
+        versions = set(t.column("schema_version").to_pylist())
+        if any(v is None or v > SCHEMA_VERSION for v in versions):
+            raise ValueError(f"{where}: {f.name} has schema_version {sorted(map(str, versions))}; this "
+                             f"abacus-ray reads <= {SCHEMA_VERSION}")
+    return t
+
+
+def _read_parts(files: Iterable[Location], columns: Sequence[str] | None, where: str,
+                required: Sequence[str] = (), *, known_good: bool = False) -> pa.Table | None:
+    """Concatenated parts (None if there were none). A part that cannot be read at all is skipped with a
+    warning (`_skip`), unless no part can be read: then the directory is not ours and the error names it.
+    A readable Parquet file that is not ours (a missing `required` column) or too new is refused.
+    `known_good`: the directory already gave readable parts (an index refreshing), so skip regardless."""
+    tables, broken = [], []
     for f in files:
         try:
-            schema = pq.read_schema(f)
-            if "schema_version" not in schema.names:
-                raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no schema_version column)")
-            missing = [c for c in required if c not in schema.names]
-            if missing:
-                raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no {missing[0]} column)")
-            cols = None if columns is None else [c for c in columns if c in schema.names]
-            t = _with_added_keys(pq.read_table(f, columns=cols), columns)
-        except (pa.ArrowException, OSError) as e:  # garbage bytes, a directory named part-*.parquet, ...
-            first = " ".join(str(e).split())[:200]
-            raise ValueError(f"{where}: {f.name} is not a readable Parquet file ({first})") from None
-        if columns is None or "schema_version" in columns:
-            versions = set(t.column("schema_version").to_pylist())
-            if any(v is None or v > SCHEMA_VERSION for v in versions):
-                raise ValueError(f"{where}: {f.name} has schema_version {sorted(map(str, versions))}; this "
-                                 f"abacus-ray reads <= {SCHEMA_VERSION}")
-        tables.append(t)
-    return pa.concat_tables(tables, promote_options="permissive")
+            tables.append(_read_one(f, columns, where, required))
+        except (pa.ArrowException, OSError) as e:  # garbage bytes, truncated, a directory named part-*.parquet
+            broken.append((f, " ".join(str(e).split())[:200]))
+    if broken and not tables and not known_good:
+        f, reason = broken[0]
+        raise ValueError(f"{where}: {f.name} is not a readable Parquet file ({reason})")
+    for f, reason in broken:
+        _skip(where, f, reason)
+    return pa.concat_tables(tables, promote_options="permissive") if tables else None
+
+
+def first_per_key(t: pa.Table, key: Sequence[str] = KEY) -> pa.Table:
+    """The table with one row per key, the first in part-name order (two writers' rare race)."""
+    names = [k for k in key if k in t.column_names]
+    seen: dict[tuple, int] = {}
+    for n, k in enumerate(zip(*(t.column(c).to_pylist() for c in names), strict=True)):
+        seen.setdefault(k, n)
+    return t if len(seen) == t.num_rows else t.take(sorted(seen.values()))
 
 
 def _with_added_keys(t: pa.Table, columns: Sequence[str] | None) -> pa.Table:
@@ -302,27 +346,31 @@ def _with_added_keys(t: pa.Table, columns: Sequence[str] | None) -> pa.Table:
     return t
 
 
-def read_cells_table(directory: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
-    """All cell rows of a results directory (raises naming the directory if it holds none)."""
-    files = _check_dir(directory)
+def read_cells_table(directory: str | Path | Location, columns: Sequence[str] | None = None) -> pa.Table:
+    """All cell rows of a results directory, one per key (raises naming the directory if it holds none)."""
+    loc = storage.resolve(directory)
+    files = _check_dir(loc)
     if not files:
-        raise ValueError(f"{directory}: holds no abacus-ray results ({PART_GLOB} files); run `abacus-ray eval "
-                         f"CHECKPOINT --out {directory}` first")
-    return _read_parts(files, columns, str(directory), REQUIRED)
+        raise ValueError(f"{loc}: holds no abacus-ray results ({PART_GLOB} files); run `abacus-ray eval "
+                         f"CHECKPOINT --out {loc}` first")
+    wanted = None if columns is None else list(dict.fromkeys([*columns, *KEY]))
+    t = first_per_key(_read_parts(files, wanted, str(loc), REQUIRED))
+    return t if columns is None else t.select([c for c in columns if c in t.column_names])
 
 
-def read_cells(directory: str | Path, columns: Sequence[str] | None = None):
+def read_cells(directory: str | Path | Location, columns: Sequence[str] | None = None):
     """All cell rows as a pandas DataFrame."""
     return read_cells_table(directory, columns).to_pandas()
 
 
-def read_samples(directory: str | Path):
+def read_samples(directory: str | Path | Location):
     """All per-problem rows as a pandas DataFrame (empty if none were written)."""
-    files = part_files(Path(directory) / SAMPLES_DIR)
+    loc = storage.resolve(directory) / SAMPLES_DIR
+    files = part_files(loc)
     if not files:
         return SAMPLE_SCHEMA.empty_table().to_pandas()
     required = [k for k in SAMPLE_KEY if k not in ADDED_KEYS]
-    return _read_parts(files, None, str(Path(directory) / SAMPLES_DIR), required).to_pandas()
+    return first_per_key(_read_parts(files, None, str(loc), required), SAMPLE_KEY).to_pandas()
 
 
 
@@ -333,17 +381,36 @@ def read_problems(directory):
         return PROBLEM_SCHEMA.empty_table().to_pandas()
     return pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive").to_pandas()
 
-def done_keys(directory: str | Path) -> set[tuple]:
+class KeyIndex:
+    """The keys (`KEY`) present in a results directory, kept current by reading only parts not seen
+    before: one listing per `refresh`, one read per new part. A writer refreshes before each write and
+    drops rows whose key appeared meanwhile (another writer's)."""
+
+    def __init__(self, directory: str | Path | Location) -> None:
+        self.loc = storage.resolve(directory)
+        self.keys: set[tuple] = set()
+        self.seen: set[str] = set()
+
+    def refresh(self) -> set[tuple]:
+        if not storage.exists(self.loc):
+            return self.keys
+        new = [f for f in part_files(self.loc) if f.path not in self.seen]
+        if new:
+            t = _read_parts(new, [*KEY, "schema_version"], str(self.loc), REQUIRED, known_good=bool(self.keys))
+            self.seen.update(f.path for f in new)
+            if t is not None:
+                self.keys.update(zip(*(t.column(k).to_pylist() for k in KEY), strict=True))
+        return self.keys
+
+    def fresh(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows whose key is not present yet (after a refresh)."""
+        have = self.refresh()
+        return [r for r in rows if key_of(r) not in have]
+
+
+def done_keys(directory: str | Path | Location) -> set[tuple]:
     """Keys (`KEY`) of every cell already in the directory; empty if it does not exist yet."""
-    directory = Path(directory)
-    if not directory.exists():
-        return set()
-    files = part_files(directory)
-    if not files:
-        return set()
-    t = _read_parts(files, list(KEY) + ["schema_version"], str(directory), REQUIRED)
-    cols = [t.column(k).to_pylist() for k in KEY]
-    return set(zip(*cols, strict=True))
+    return set(KeyIndex(directory).refresh())
 
 
 def key_of(row: dict[str, Any]) -> tuple:

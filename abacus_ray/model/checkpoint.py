@@ -13,6 +13,10 @@ newest few; `latest_checkpoint(root)` is the highest complete one. Writes go to 
 directory that is renamed into place, so a reader never sees a half-written checkpoint. Loading
 always uses `weights_only=True`: a checkpoint can never run code, and a truncated, garbage or
 wrong-shape file is a `ValueError` naming the file.
+
+A checkpoint (or a run directory) may also be an object-store URI (`abacus_ray.storage`): its JSON
+files are read in place, and `load_checkpoint` first copies the directory to a local cache
+(`fetch`), then loads it exactly as a local one, weights-only.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,7 +36,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
+from abacus_ray.storage import Location
 
 FORMAT_VERSION = 1
 MODEL_FILE, CONFIG_FILE, STATE_FILE, META_FILE = "model.pt", "config.json", "train_state.pt", "meta.json"
@@ -72,30 +79,46 @@ def checkpoint_name(step: int) -> str:
     return f"step-{step:09d}"
 
 
-def list_checkpoints(root: str | Path) -> list[Path]:
-    """Complete numbered checkpoints under `root`, oldest first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
+def _place(path: str | Path | Location) -> Path | Location:
+    """A local `Path`, or a `Location` for an object-store URI (`abacus_ray.storage`)."""
+    if isinstance(path, Location):
+        return path.as_path() if path.local else path
+    if storage.is_uri(path):
+        loc = storage.resolve(path)
+        return Path(loc.path) if loc.local else loc
+    return Path(path)
+
+
+def _is_file(p: Path | Location) -> bool:
+    return storage.is_file(p) if isinstance(p, Location) else p.is_file()
+
+
+def list_checkpoints(root: str | Path | Location) -> list[Path | Location]:
+    """Complete numbered checkpoints under `root` (a path or URI), oldest first."""
+    root = _place(root)
+    if isinstance(root, Location):
+        children = [c for c in storage.listdir(root) if _STEP_DIR.match(c.name)]
+    else:
+        children = list(root.iterdir()) if root.is_dir() else []
     found = []
-    for child in root.iterdir():
+    for child in children:
         m = _STEP_DIR.match(child.name)
-        if m and (child / META_FILE).is_file():
+        if m and _is_file(child / META_FILE):
             found.append((int(m.group(1)), child))
-    return [p for _, p in sorted(found)]
+    return [p for _, p in sorted(found, key=lambda t: t[0])]
 
 
-def latest_checkpoint(root: str | Path) -> Path | None:
+def latest_checkpoint(root: str | Path | Location) -> Path | Location | None:
     found = list_checkpoints(root)
     return found[-1] if found else None
 
 
-def resolve_checkpoint(path: str | Path) -> Path:
-    """`path` itself if it is a checkpoint, else the latest checkpoint under it."""
-    path = Path(path)
-    if (path / META_FILE).is_file():
+def resolve_checkpoint(path: str | Path | Location) -> Path | Location:
+    """`path` itself if it is a checkpoint, else the latest checkpoint under it (a URI stays a URI)."""
+    path = _place(path)
+    if _is_file(path / META_FILE):
         return path
-    if not path.exists():
+    if not (storage.exists(path) if isinstance(path, Location) else path.exists()):
         raise FileNotFoundError(f"{path}: no such checkpoint directory")
     latest = latest_checkpoint(path)
     if latest is None:
@@ -176,11 +199,11 @@ def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
         raise ValueError(f"{path}: not a readable weights-only torch file ({type(e).__name__}: {first})") from None
 
 
-def read_json(path: Path) -> dict:
-    if not path.is_file():
+def read_json(path: Path | Location) -> dict:
+    if not _is_file(path):
         raise FileNotFoundError(f"{path}: missing checkpoint file")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(storage.read_text(path) if isinstance(path, Location) else path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
@@ -188,9 +211,9 @@ def read_json(path: Path) -> dict:
     return data
 
 
-def read_checkpoint_config(path: str | Path) -> ExperimentConfig:
+def read_checkpoint_config(path: str | Path | Location) -> ExperimentConfig:
     """The `ExperimentConfig` stored beside a checkpoint's weights (no weights are read)."""
-    config_path = Path(path) / CONFIG_FILE
+    config_path = _place(path) / CONFIG_FILE
     try:
         return ExperimentConfig.from_dict(read_json(config_path))
     except ValueError as e:
@@ -220,6 +243,7 @@ class Checkpoint:
     model_id: str
     meta: dict
     map_location: Any = "cpu"
+    source: str = ""  # where it was read from: the local path, or the URI of a fetched copy
     _state: dict | None = field(default=None, repr=False)
 
     @property
@@ -257,14 +281,43 @@ def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, w
         raise ValueError(f"{where}: weights do not fit the configured model ({what}; {n} tensor(s) differ)")
 
 
-def load_checkpoint(directory: str | Path, map_location: Any = "cpu") -> Checkpoint:
-    """Rebuild the model of a checkpoint (or of the latest checkpoint under `directory`).
+CACHE_DIR = "abacus-ray-checkpoints"  # under the temp dir: checkpoints fetched from object storage
 
-    The weights' hash must equal meta.json's `model_id`, so silent corruption is caught.
+
+def fetch(path: str | Path | Location) -> Path:
+    """A local directory holding the checkpoint at `path` (its latest under a run directory): `path`
+    itself on a local disk; from an object store, a copy in the node's temp dir, keyed by the URI and
+    the weights' id (meta.json), made atomically (a temporary sibling renamed), and reused."""
+    path = resolve_checkpoint(path)
+    if isinstance(path, Path):
+        return path
+    meta = read_json(path / META_FILE)
+    key = hashlib.sha256(f"{path.uri}|{meta.get('model_id')}".encode()).hexdigest()[:24]
+    cache = Path(tempfile.gettempdir()) / CACHE_DIR
+    target = cache / f"{path.name}-{key}"
+    if (target / META_FILE).is_file():
+        return target
+    tmp = cache / f".tmp-{target.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        storage.download(path, tmp)
+        os.rename(tmp, target)
+    except OSError:
+        if not (target / META_FILE).is_file():  # not another process's copy that won the rename
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def load_checkpoint(directory: str | Path | Location, map_location: Any = "cpu") -> Checkpoint:
+    """Rebuild the model of a checkpoint (or of the latest checkpoint under `directory`), which may be a URI
+    (`fetch` copies it here first). The weights' hash must equal meta.json's `model_id`, so silent
+    corruption is caught. `Checkpoint.source` is where it was read from (the URI for a remote one).
     """
     from abacus_ray.model.transformer import ArithmeticTransformer
 
-    path = resolve_checkpoint(directory)
+    remote = resolve_checkpoint(directory)
+    path = fetch(remote)
     cfg = read_checkpoint_config(path)
     meta = read_json(path / META_FILE)
     weights = load_weights_file(path / MODEL_FILE, "cpu")
@@ -282,4 +335,4 @@ def load_checkpoint(directory: str | Path, map_location: Any = "cpu") -> Checkpo
         raise ValueError(f"{path / MODEL_FILE}: content hash {model_id[:12]} does not match meta.json's "
                          f"model_id {str(meta['model_id'])[:12]} (corrupted or replaced weights)")
     model.to(map_location).eval()
-    return Checkpoint(path, model, cfg, model_id, meta, map_location)
+    return Checkpoint(path, model, cfg, model_id, meta, map_location, source=str(remote))
