@@ -58,7 +58,7 @@ def write_assets(out_dir: Path) -> None:
     assets = out_dir / "assets"
     assets.mkdir(parents=True, exist_ok=True)
     _copy(plotly_js(), assets / "plotly.min.js")
-    for name in ("dashboard.js", "dashboard.css"):
+    for name in ("dashboard.js", "paper.js", "dashboard.css"):
         _copy(STATIC / name, assets / name)
 
 

@@ -146,22 +146,40 @@ def label(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _run_labels(cells: pd.DataFrame) -> list[str]:
-    """A readable run name per row: run_id, else the config's name, else the model id.
+    """A readable run name per row: run_id, else the checkpoint it was read from (`abacus-ray eval`
+    without --run-id), else the config's name, else the model id.
 
     One name per (sweep, model); a name two models of one sweep share gets the model id appended.
     """
     n = len(cells)
-    cols = {c: cells[c].tolist() if c in cells.columns else [None] * n for c in ("run_id", "name")}
+    cols = {c: [_text(v) for v in cells[c].tolist()] if c in cells.columns else [None] * n
+            for c in ("run_id", "checkpoint", "name")}
     keys = list(zip(cells["sweep"].tolist(), cells["model_id"].tolist(), strict=True))
     names: dict[tuple, str] = {}
     for k, key in enumerate(keys):
         if key not in names:
-            names[key] = str(cols["run_id"][k] or cols["name"][k] or str(key[1])[:12])
+            names[key] = (cols["run_id"][k] or checkpoint_label(cols["checkpoint"][k]) or cols["name"][k]
+                          or str(key[1])[:12])
     taken: dict[tuple, int] = {}
     for (sweep, _), name in names.items():
         taken[(sweep, name)] = taken.get((sweep, name), 0) + 1
     unique = {key: (f"{name} @{str(key[1])[:8]}" if taken[(key[0], name)] > 1 else name) for key, name in names.items()}
     return [unique[key] for key in keys]
+
+
+def _text(v: Any) -> str | None:
+    """A non-empty string, or None for a missing value (a Parquet null reads as None or NaN)."""
+    v = clean(v)
+    return None if v is None or str(v).strip() == "" else str(v)
+
+
+def checkpoint_label(path: str | None) -> str | None:
+    """A run name from a checkpoint path: its last two path parts (`runs/tiny`, `tiny/checkpoint_000004`),
+    enough to tell runs apart without the machine's directory prefix."""
+    if not path:
+        return None
+    parts = [p for p in str(path).replace("\\", "/").rstrip("/").split("/") if p]
+    return "/".join(parts[-2:]) or None
 
 
 def _natural(v: Any) -> tuple:

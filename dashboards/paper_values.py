@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from abacus_ray.evaluation.aggregate import view_mask, wilson_interval
 from dashboards.bars import VIEW_LABELS
 from dashboards.data import clean
 from dashboards.lines import diagonal_min
@@ -103,7 +104,8 @@ def compare(cells: pd.DataFrame, groups: pd.DataFrame, spreads: dict[str, dict[i
             base = {"figure_id": fig["id"], "figure": fig["figure"], "condition": condition_label(value),
                     "quantity": quantity_label(value), "paper": value["value"], "relation": value.get("relation", "="),
                     "source": value["source"], "figure_sweeps": list(fig.get("sweeps", [])), "ours": None,
-                    "std": None, "runs": 0, "group": None, "sweep": None, "our_setting": "", "scaled": False}
+                    "std": None, "lo": None, "hi": None, "runs": 0, "group": None, "sweep": None, "our_setting": "",
+                    "scaled": False}
             if not found:
                 rows.append(base | {"note": "no matching run"})
                 continue
@@ -119,8 +121,45 @@ def compare(cells: pd.DataFrame, groups: pd.DataFrame, spreads: dict[str, dict[i
                     stats = spreads[value["metric"]].get(int(g["group"]), {}).get(value["view"])
                     row |= ({"ours": stats["mean"], "std": stats["std"], "runs": stats["runs"], "note": ""} if stats
                             else {"note": "region not evaluated"})
+                if row["ours"] is not None:
+                    row["lo"], row["hi"] = interval(cells, int(g["group"]), value)
                 rows.append(row)
     return rows
+
+
+def interval(cells: pd.DataFrame, group: int, value: dict[str, Any]) -> tuple[float | None, float | None]:
+    """A 95 % interval (%) for our number from the evaluation's sample of problems (not the seeds' spread).
+
+    A region mean averages C cell accuracies p_i over n_i problems each; with Var = p(1 - p) / N_eff,
+    N_eff = C^2 / sum(1 / n_i), the Wilson interval of p-bar at N_eff is the pooled Wilson interval when
+    every cell holds the same number of problems, and stays inside 0-100 % at p-bar = 0 or 1. For
+    `diag_min` it is the lowest cell's own Wilson interval.
+    """
+    if cells.empty or "group" not in cells.columns:
+        return None, None
+    mine = cells[cells["group"] == group]
+    if value["metric"] == "diag_min":
+        diag = mine[(mine["i"] == mine["j"]) & (mine["i"] <= DIAGONAL_MAX)]
+        if diag.empty:
+            return None, None
+        low = diag.loc[diag["accuracy"].idxmin()]
+        lo, hi = wilson_interval(int(low["n_correct"]), int(low["n"]))
+        return round(100 * lo, 2), round(100 * hi, 2)
+    if mine.empty:
+        return None, None
+    sel = mine[view_mask(mine, str(mine["task"].iloc[0]), value["view"])]
+    if sel.empty:
+        return None, None
+    correct = sel["n_first_correct"] if value["metric"] == "first_accuracy" else sel["n_correct"]
+    p = float((correct / sel["n"]).mean())
+    n_eff = len(sel) ** 2 / float((1.0 / sel["n"]).sum())
+    lo, hi = wilson_interval(p * n_eff, n_eff)
+    return round(100 * lo, 2), round(100 * hi, 2)
+
+
+def run_command(fig: dict[str, Any]) -> str:
+    """The command that runs a figure at CPU scale (its first sweep; `--preset paper` for the paper's)."""
+    return f"abacus-ray sweep {fig['sweeps'][0]} --preset tiny" if fig.get("sweeps") else ""
 
 
 def omitted(doc: dict[str, Any] | None = None) -> list[tuple[str, str]]:

@@ -20,6 +20,7 @@ from dashboards.sorting import sorting_table
 
 INDEX, PAPER = "index.html", "paper.html"
 SCRIPTS = ("plotly.min.js", "dashboard.js")
+PAPER_SCRIPTS = ("plotly.min.js", "paper.js")
 
 
 def sweep_file(name: str) -> str:
@@ -105,20 +106,57 @@ def groups_table(data: SiteData, family: str, labels: dict[int, str], *, with_sw
 
 
 def paper_table(rows: list[dict[str, Any]]) -> Raw:
-    cols = ["Figure", "Condition", "Quantity", "Paper %", "Ours %", "Runs", "Our setting", "Source"]
+    cols = ["Figure", "Condition", "Quantity", "Paper %", "Ours %", "95 % interval", "Runs", "Our setting", "Source"]
     body = []
     for r in rows:
         paper = f"{'≥ ' if r['relation'] == '>=' else ''}{r['paper']:g}"
         ours = fmt_pct(r["ours"], r["std"]) if r["ours"] is not None else (r.get("note") or "—")
+        ci = f"{r['lo']:.1f}–{r['hi']:.1f}" if r.get("lo") is not None else "—"
         setting = r["our_setting"] or ("same" if r["ours"] is not None and not r["scaled"] else "")
         if r["sweep"]:
             setting = f"{r['sweep']}: {setting}" if setting else r["sweep"]
-        body.append([r["figure"], r["condition"], r["quantity"], paper, ours, r["runs"] or "—", setting, r["source"]])
-    return table(cols, body, cls="data paper", numeric=[False, False, False, True, True, True, False, False])
+        body.append([r["figure"], r["condition"], r["quantity"], paper, ours, ci, r["runs"] or "—", setting,
+                     r["source"]])
+    return table(cols, body, cls="data paper", numeric=[False, False, False, True, True, True, True, False, False])
 
 
 def _paper_rows(data: SiteData) -> list[dict[str, Any]]:
     return paper_values.compare(data.cells, data.groups, data.spreads)
+
+
+def _ran(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows that one of our runs matched (a value with no matching run is listed once, by figure)."""
+    return [r for r in rows if r["group"] is not None]
+
+
+def paper_bars(rows: list[dict[str, Any]], labels: dict[int, str] | None = None) -> dict[str, Any]:
+    """Paired bars for the browser: per compared value, the paper's number beside ours with its interval."""
+    several = len({r["group"] for r in rows}) > 1
+    out: dict[str, Any] = {"x": [], "paper": [], "relation": [], "ours": [], "lo": [], "hi": [], "runs": []}
+    for r in rows:
+        if r["ours"] is None:
+            continue
+        name = f"{r['condition']} · {r['quantity']}"
+        if several:
+            name += f" · {(labels or {}).get(r['group'], r['sweep'] or '')}".rstrip(" ·")
+        out["x"].append(name)
+        out["paper"].append(r["paper"])
+        out["relation"].append(r["relation"])
+        out["ours"].append(r["ours"])
+        out["lo"].append(r["lo"])
+        out["hi"].append(r["hi"])
+        out["runs"].append(r["runs"])
+    return out
+
+
+def not_run_line(rows: list[dict[str, Any]], doc: dict[str, Any]) -> str | None:
+    """One line naming the figures none of our runs matched, each with the command that runs it."""
+    ran = {r["figure_id"] for r in _ran(rows)}
+    left = [f for f in doc["figures"] if f["id"] not in ran and f.get("values")]
+    if not left:
+        return None
+    return "Not yet run: " + "; ".join(
+        f"{f['figure']} ({paper_values.run_command(f)})" if f.get("sweeps") else f["figure"] for f in left) + "."
 
 
 # --- pages -----------------------------------------------------------------------------------------
@@ -175,10 +213,10 @@ def sweep_page(data: SiteData, name: str, stamp: str) -> str:
     if payload["recurrence"]:
         body.append('<section><h2>Accuracy per test-time recurrence (Fig. 15)</h2>'
                     '<div id="recurrence" class="plot"></div></section>')
-    rows = [r for r in _paper_rows(data)
-            if r["sweep"] == name or (r["sweep"] is None and name in r["figure_sweeps"])]
+    rows = [r for r in _paper_rows(data) if r["sweep"] == name]
     if rows:
-        body += ['<section><h2>Paper vs ours</h2><p class=muted>The paper\'s printed values beside our seed means; '
+        body += ['<section><h2>Paper vs ours</h2><p class=muted>The paper\'s printed values beside our seed means '
+                 '(± std over seeds; the interval is the evaluation sample\'s 95 % Wilson interval); '
                  f'"Our setting" lists where our runs differ from the paper\'s. {link(PAPER, "All figures")}.</p>',
                  paper_table(rows), "</section>"]
     for family, title in (("arith", "Arithmetic"), ("sort", "Sorting")):
@@ -192,14 +230,34 @@ def sweep_page(data: SiteData, name: str, stamp: str) -> str:
 
 
 def paper_page(data: SiteData) -> str:
+    """Only the figures our runs match, each as paired bars (paper beside ours) and a table; one line
+    lists the figures not run yet, with the command that runs each."""
     doc = paper_values.load()
     rows = _paper_rows(data)
+    labels: dict[int, str] = {}
+    for name in sorted(set(data.cells["sweep"])):
+        labels |= group_labels(data.sweep(name))
     body = ["<h1>Paper vs ours</h1>",
-            f"<p class=muted>{esc(doc['paper'])}. {esc(doc['how_read'])} {esc(doc['matching'])}</p>"]
+            f"<p class=muted>{esc(doc['paper'])}. {esc(doc['how_read'])} {esc(doc['matching'])} Bars: the paper's "
+            "value beside our seed mean; the whisker is the 95 % Wilson interval of our evaluation sample "
+            "(problems), not the spread over training seeds (± std in the table).</p>"]
+    bars: dict[str, Any] = {}
     for fig in doc["figures"]:
-        mine = [r for r in rows if r["figure_id"] == fig["id"]]
+        mine = _ran([r for r in rows if r["figure_id"] == fig["id"]])
+        if not mine:
+            continue
         body.append(f"<section><h2>{esc(fig['figure'])}</h2><p class=muted>{esc(fig['caption'])}</p>")
         if fig.get("omitted"):
             body.append(f"<p class=note>{esc(fig['omitted'])}</p>")
+        pairs = paper_bars(mine, labels)
+        if pairs["x"]:
+            bars[fig["id"]] = pairs
+            body.append(f'<div id="paper-{esc(fig["id"])}" class="plot paper-bars"></div>')
         body += [str(paper_table(mine)), "</section>"]
-    return page("Paper vs ours — abacus-ray", "\n".join(body), nav=nav(data))
+    left = not_run_line(rows, doc)
+    if left:
+        body.append(f'<p class=note id="not-run">{esc(left)}</p>')
+    if not bars:  # nothing to draw: a page without scripts
+        return page("Paper vs ours — abacus-ray", "\n".join(body), nav=nav(data))
+    return page("Paper vs ours — abacus-ray", "\n".join(body), nav=nav(data), data={"paper_bars": bars},
+                scripts=PAPER_SCRIPTS)

@@ -79,6 +79,23 @@ def test_run_without_sweep_prefix_takes_the_directory_name(tmp_path):
     assert set(cells["sweep"]) == {"mysweep"} and set(cells["run"]) == {"plain-run"}
 
 
+def test_run_without_an_id_is_named_after_its_checkpoint(tmp_path):
+    # `abacus-ray eval CHECKPOINT` without --run-id writes a null run_id (it was shown as "nan")
+    from abacus_ray.evaluation.results import read_cells
+
+    synthetic_results(tmp_path / "made", [("x", []), ("y", [])], SQUARE)
+    rows = read_cells(tmp_path / "made")
+    first = rows["model_id"] == rows["model_id"].iloc[0]
+    rows["run_id"] = None
+    rows.loc[first, "checkpoint"] = "/home/me/runs/tiny/step-000020"
+    write_cells(tmp_path / "evals" / "results", rows.astype(object).where(rows.notna(), None).to_dict("records"))
+    cells = load_cells(tmp_path / "evals")
+    runs = dict(zip(cells["model_id"], cells["run"], strict=False))
+    assert runs[rows.loc[first, "model_id"].iloc[0]] == "tiny/step-000020"
+    assert runs[rows.loc[~first, "model_id"].iloc[0]] == "tiny"  # no checkpoint either: the config's name
+    assert "nan" not in set(cells["run"])
+
+
 # --- numbers ---------------------------------------------------------------------------------------
 
 def test_entry_grid_holds_each_cell_with_its_wilson_interval(tmp_path):
@@ -213,6 +230,7 @@ def test_site_is_offline_and_escapes_hostile_names(tmp_path):
         assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), page  # nothing fetched from the web
         scripts = re.findall(r"<script[^>]*>", text)
         assert all(s in ('<script src="assets/plotly.min.js">', '<script src="assets/dashboard.js">',
+                         '<script src="assets/paper.js">',
                          '<script type="application/json" id="dashboard-data">') for s in scripts), scripts
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;&lt;b&gt;bold&lt;/b&gt;" in index.read_text()
     assert "&lt;img src=x onerror=alert(1)&gt;" in index.read_text()
@@ -325,6 +343,37 @@ def test_sorting_sweep_gets_tables_and_first_token_grids(tmp_path):
     paper = (index.parent / "paper.html").read_text()
     # our tiny runs beside Table 1, with where they differ from the paper's setting
     assert "table1_sorting: arch=ST w/ II, block=2x1, task.train_max_len=3, task.train_max_array=3" in paper
+
+
+def test_paper_page_shows_figures_with_runs_as_paired_bars_and_lists_the_rest(tmp_path):
+    sort = ["task.name=sort", "task.train_max_len=3", "task.train_max_array=3"]
+    models = [(f"table1_sorting/positions={p}", [*sort, f"model.positions={p}"]) for p in ("abacus", "fire")]
+    pairs = [(i, j) for i in range(1, 7) for j in range(1, 7)]
+    synthetic_results(tmp_path / "table1_sorting" / "results", models, pairs, task="sort", per_cell=10)
+    index = build_site(tmp_path, tmp_path / "site")
+    html = (index.parent / "paper.html").read_text()
+    assert "<h2>Table 1</h2>" in html and "<h2>Fig. 4</h2>" not in html and "no matching run" not in html
+    assert '<script src="assets/paper.js">' in html and (index.parent / "assets" / "paper.js").is_file()
+    [line] = re.findall(r'<p class=note id="not-run">(.*?)</p>', html)
+    assert line.startswith("Not yet run: Fig. 3 (left) (abacus-ray sweep fig3_embeddings --preset tiny);")
+    assert "Fig. 4 (abacus-ray sweep fig4_depth_recurrence --preset tiny)" in line and "Table 1" not in line
+    bars = json.loads(re.search(r'id="dashboard-data">(.*?)</script>', html, re.S).group(1))["paper_bars"]
+    assert list(bars) == ["table1"]
+    b = bars["table1"]
+    table1 = {f["id"]: f for f in paper_values.load()["figures"]}["table1"]
+    ran = [v["value"] for v in table1["values"] if v["match"]["model.positions"] in ("abacus", "fire")]
+    assert len(ran) < len(table1["values"]) and b["paper"] == ran  # NoPE was not run: no bars for it
+    # one model per condition and 10 problems in every cell: the interval is the pooled Wilson interval
+    cells = load_cells(tmp_path)
+    fire = cells[cells["model.positions"] == "fire"]
+    ood_digits = fire[(fire["i"] > 3) & (fire["j"] <= 3)]
+    lo, hi = wilson_interval(int(ood_digits["n_correct"].sum()), int(ood_digits["n"].sum()))
+    k = b["x"].index(next(x for x in b["x"] if x.startswith("fire") and "number length" in x and "min." not in x))
+    assert b["ours"][k] == pytest.approx(round(100 * ood_digits["accuracy"].mean(), 2))
+    assert (b["lo"][k], b["hi"][k]) == (pytest.approx(round(100 * lo, 2)), pytest.approx(round(100 * hi, 2)))
+    assert all(lo <= v <= hi for lo, v, hi in zip(b["lo"], b["ours"], b["hi"], strict=True))
+    sweep = (index.parent / "sweep-table1_sorting.html").read_text()
+    assert "no matching run" not in sweep and "95 % interval" in sweep
 
 
 def test_per_recurrence_series_for_a_model_scored_at_several_depths(tmp_path):

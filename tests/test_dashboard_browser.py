@@ -84,7 +84,8 @@ class Watched:
         assert self.errors == [] and self.dialogs == [] and self.remote == []
         assert self.page.evaluate("document.querySelectorAll('img').length") == 0
         srcs = self.page.evaluate("[...document.scripts].map(s => s.getAttribute('src') || s.type)")
-        assert srcs in ([], ["application/json", "assets/plotly.min.js", "assets/dashboard.js"]), srcs
+        assert srcs in ([], ["application/json", "assets/plotly.min.js", "assets/dashboard.js"],
+                        ["application/json", "assets/plotly.min.js", "assets/paper.js"]), srcs
 
 
 def heatmap_title(page) -> str:
@@ -103,6 +104,25 @@ def test_every_page_loads_clean(site, browser):
             text = w.page.inner_text("main")
             assert f"sample/{RUN}" in text and SWEEP in text
         w.page.close()
+
+
+def test_paper_page_draws_paired_bars_with_intervals(browser, tmp_path):
+    from dashboards.sample import synthetic_results
+
+    sort = ["task.name=sort", "task.train_max_len=3", "task.train_max_array=3"]
+    models = [(f"table1_sorting/positions={p}", [*sort, f"model.positions={p}"]) for p in ("abacus", "fire")]
+    synthetic_results(tmp_path / "table1_sorting" / "results", models, [(i, j) for i in range(1, 7) for j in range(1, 7)],
+                      task="sort", per_cell=10)
+    out = build_site(tmp_path, tmp_path / "site").parent
+    w = Watched(browser)
+    w.open(out / "paper.html")
+    w.clean()
+    bars = json.loads(w.page.text_content("#dashboard-data"))["paper_bars"]["table1"]
+    # one paper bar and one of ours per compared value, ours with an error bar
+    assert w.page.evaluate("document.querySelectorAll('#paper-table1 .barlayer .point').length") == 2 * len(bars["x"])
+    assert w.page.evaluate("document.querySelectorAll('#paper-table1 .errorbar').length") == len(bars["x"])
+    assert "Not yet run:" in w.page.inner_text("#not-run")
+    w.page.close()
 
 
 def test_sweep_page_plots_selectors_and_hover(site, browser):

@@ -1,6 +1,6 @@
 """The audit's fidelity items (issue 17, docs/fidelity.md): each test fails on the code before the fix.
 
-* index-hint scoring: the official rule (digits only, hints dropped, twice the answer field) by
+* index-hint scoring: the official rule (digits only, hints dropped, twice the unhinted answer field) by
   default, the strict rule as an option, both named in every results row;
 * bitwise-OR training data: pairs weighted by min(i, j), as the official exhaustive set;
 * budgets: the paper's compute per figure in A4000-hours of model FLOPs, the same samples and steps
@@ -94,16 +94,47 @@ def test_hinted_models_are_scored_officially_by_default_and_strictly_on_request(
 
 def test_teacher_forcing_refuses_the_digits_rule():
     prepared = prepare_cell(Cell("add", 2, 2), eval_problems("add", 2, 2, 4, 0, index_hints="cyclic"), HINT_TOK, 0, "digits")
-    assert prepared.max_new == 2 * max(len(t) for t in prepared.targets)  # the answer field, twice
+    digits = max(len([t for t in target if t <= HINT_TOK.equals_id]) for target in prepared.targets)  # EOS included
+    assert prepared.max_new == 2 * digits  # the unhinted answer field, twice (arithmetic_eval_quicker.py)
     with pytest.raises(ValueError, match="^eval.engine: teacher forcing"):
         run_cells(HintOracle(), [prepared], engine="teacher")
 
+
+
+class ChattyHintOracle(FlawedOracle):
+    """Right digits, right hints, but two extra hint symbols before the answer: 2 d + 3 tokens with EOS."""
+
+    def __init__(self):
+        super().__init__()
+        self.vocab_size = HINT_TOK.vocab_size
+        self.chars = HINT_TOK.id_to_char()
+
+    def answer_ids(self, prompt: str) -> list[int]:
+        digits = str(true_answer("".join(ch for ch in prompt if ch in "0123456789+=")))[::-1]
+        hinted = "".join(HINT_SYMBOLS[t] + d for t, d in enumerate(digits))
+        return HINT_TOK.encode(HINT_SYMBOLS[50] + HINT_SYMBOLS[51] + hinted, eos=True)
+
+
+def test_the_official_hint_limit_cuts_an_over_long_output():
+    """The official eval generates 2 x (unhinted digits + EOS) tokens for a hinted model
+    (arithmetic_eval_quicker.py, `token_limit=(tokenized_answers.shape[1]*2)`), then drops the hints:
+    in cell 3 x 2 (answers of 3 or 4 digits, limit 2 x 5 = 10) a 4-digit answer with two extra
+    symbols needs 11 tokens, loses its EOS and is wrong; a 3-digit one needs 9 and is right. Twice
+    the hinted field (our earlier limit, 18) would have let every one through."""
+    cfg = preset("tiny", ["task.index_hints=cyclic"])
+    ckpt = SimpleNamespace(model=ChattyHintOracle().eval(), config=cfg, model_id="chatty", path="memory")
+    rows, samples = score_cells(ckpt, [Cell("add", 3, 2)], EvalConfig(per_cell=40, seed=5), samples=True)
+    digits = [len(str(true_answer("".join(ch for ch in s["prompt"] if ch in "0123456789+=")))) for s in samples]
+    assert set(digits) == {3, 4}
+    assert [s["correct"] for s in samples] == [d == 3 for d in digits]
+    assert [s["stopped"] for s in samples] == [d == 3 for d in digits]
+    assert rows[0]["n_correct"] == digits.count(3)
 
 # --- bitwise-OR training distribution --------------------------------------------------------------
 
 def test_or_stream_weighs_each_length_pair_as_the_exhaustive_set_does():
     """Size-20 OR data (paper A.3): the exhaustive set holds min(i, j) problems per pair, 2,870 in all,
-    so min(i, j) >= 15 is 20.7 % of it; a stream with one sample per pair gave 8.7 %."""
+    so min(i, j) >= 15 is 20.7 % of it; a stream with one sample per pair gave 36 / 400 = 9.0 %."""
     stream = TrainStream(TaskConfig(name="or", train_max_len=20), seed=0)
     assert stream.num_pairs == sum(min(i, j) for i in range(1, 21) for j in range(1, 21)) == 2870
     i, j = stream.pairs(0, 2870)  # one full pass
@@ -113,6 +144,8 @@ def test_or_stream_weighs_each_length_pair_as_the_exhaustive_set_does():
     assert counts == {(a, b): min(a, b) for a in range(1, 21) for b in range(1, 21)}
     share = float((np.minimum(i, j) >= 15).mean())
     assert round(share, 3) == 0.207
+    uniform = np.array([min(a, b) >= 15 for a in range(1, 21) for b in range(1, 21)]).mean()
+    assert round(float(uniform), 3) == 0.090  # the old weighting, one sample per pair (docs/fidelity.md)
     first = stream.pairs(0, 64)  # the first batch still mixes every length, as the layers interleave
     assert len(set(first[0].tolist())) >= 3 and len(set(first[1].tolist())) == 20
     problems = stream.problems(5, 300)  # and the problems are the pairs' one-hot problems

@@ -10,9 +10,10 @@
 All three see the same per-cell noise (`noise`), so their per-problem verdicts agree; the tests check
 this on every task and position scheme. Each cell's decoders may emit up to `decode_limit` tokens:
 the answer field + EOS + 2 spare tokens (so an over-long answer is visible in the samples), and twice
-the answer field for sorting, as the official sorting eval does (docs/official-code.md §7.6), and for
-index hints scored the official way (`scoring="digits"`, docs/fidelity.md), which only the decoding
-engines can do: the hint symbols are dropped from the output before it is compared.
+the answer field for sorting, as the official sorting eval does (docs/official-code.md §7.6). Index
+hints scored the official way (`scoring="digits"`, docs/fidelity.md), which only the decoding engines
+can do, get twice the *unhinted* answer field (digits + EOS), as the official evaluation generates for
+them before it drops the hint symbols and compares; a correctly hinted answer (2 d + 1 tokens) fits.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class CellOutcome:
 
 
 def decode_limit(task: str, longest_answer: int, scoring: str = "exact") -> int:
-    """Tokens a decoder may emit for a cell whose longest answer has `longest_answer` tokens."""
+    """Tokens a decoder may emit for a cell whose longest answer has `longest_answer` tokens (under the
+    "digits" scoring: tokens other than hint symbols, the official eval's unhinted answer field)."""
     field_width = longest_answer + 1  # + EOS
     return 2 * field_width if task == "sort" or scoring == "digits" else field_width + SPARE_TOKENS
 
@@ -102,7 +104,10 @@ def prepare_cell(cell: Cell, problems: Sequence, tokenizer, eval_seed: int, scor
         raise ValueError(f"cell {cell.task} {cell.i}x{cell.j}: has no problems")
     prompts = [tokenizer.encode(p.prompt) for p in problems]
     targets = [tokenizer.encode(p.answer, eos=True) for p in problems]
-    max_new = decode_limit(cell.task, max(len(t) for t in targets) - 1, scoring)
+    longest = max(len(t) for t in targets) - 1
+    if scoring == "digits":  # the official limit counts the answer without its hints (docs/fidelity.md)
+        longest = max(sum(1 for x in t[:-1] if x <= tokenizer.equals_id) for t in targets)
+    max_new = decode_limit(cell.task, longest, scoring)
     return PreparedCell(cell, [p.prompt for p in problems], [p.answer for p in problems], prompts, targets,
                         max_new, max(len(p) for p in prompts) + max_new,
                         cell_seed(eval_seed, cell.task, cell.i, cell.j), tokenizer, scoring)
