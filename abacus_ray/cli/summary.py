@@ -1,6 +1,7 @@
 """`abacus-ray summary`: region means per model from a results directory, as a table.
 
     abacus-ray summary RESULTS [--label COL ...] [--seeds] [--diagonal]
+    abacus-ray summary RESULTS --fig10
 
 Each row is one model under one set of eval settings; columns are the paper's views in percent
 (+ - x OR: id, ood, ood100plus; sorting: id, ood_digits_30, ood_array_30, all_ood_30, all_ood_20),
@@ -24,6 +25,10 @@ def register(subparsers) -> None:
     p.add_argument("--diagonal", action="store_true",
                    help="add, per model, the i = j diagonal's reach (longest length at >= 90 %%) and the length "
                         "from which every longer diagonal cell is 0 %% (Fig. 10)")
+    p.add_argument("--fig10", action="store_true",
+                   help="Fig. 10's view of Abacus models that differ in model.max_k: one row per model ordered by k, "
+                        "ID and OOD with 95 %% Wilson intervals, reach, 0 %% from, where the trained positions end, "
+                        "then one line 'Conclusion: ...' that compares only where intervals separate")
     p.set_defaults(func=handler)
 
 
@@ -40,6 +45,13 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.evaluation.results import read_cells
 
     cells = read_cells(args.results)
+    if args.fig10:
+        from abacus_ray.evaluation.offset_reach import conclusion, format_offset_table, offset_table
+
+        table = offset_table(cells)
+        print(format_offset_table(table))
+        print(conclusion(cells, table))
+        return 0
     labels = tuple(args.label) if args.label else ("name", "model.positions")
     missing = [c for c in labels if c not in cells.columns]
     if missing:
