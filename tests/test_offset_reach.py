@@ -65,14 +65,15 @@ def test_conclusion_states_the_collapse_and_only_separated_comparisons(tmp_path)
     assert f"0 of {(22 + 19 + 13) * PER_CELL:,} diagonal problems" in line and "n + k + 1 = 9, 12, 18 digits" in line
     # the window: lengths k = 3 cannot represent and k = 6 can
     assert "at 9-11 digits, past k = 3's trained positions, k = 3 solves 0.0 % [0.0, 0.4]" in line
-    assert "k = 6 11.7 % [9.7, 13.9]" in line and "k = 12 3.9 % [2.8, 5.4]" in line
-    assert "intervals above k = 3's: a larger k reaches further" in line and "overlap" not in line
+    assert "while k = 6, 12 solve 11.7 % [9.7, 13.9], 3.9 % [2.8, 5.4]" in line
+    assert "(intervals above k = 3's: a larger k solves lengths k = 3 cannot)" in line and "overlap" not in line
 
 
 def test_a_difference_inside_the_intervals_is_not_claimed(tmp_path):
     cells = _cells(tmp_path, k12_window=(1, 0, 0))  # 1 of 900: no different from k = 3's 0 of 900
     line = conclusion(cells, offset_table(cells))
-    assert "k = 6 11.7 %" in line and "k = 12 0.1 % [0.0, 0.6] overlaps k = 3's interval (no difference shown)" in line
+    assert "while k = 6 solves 11.7 %" in line
+    assert "k = 12 at 0.1 % [0.0, 0.6] overlaps k = 3's interval (no difference shown)" in line
 
 
 def test_summary_fig10_prints_the_table_then_the_conclusion(tmp_path, capsys):

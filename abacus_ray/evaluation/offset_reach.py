@@ -122,17 +122,21 @@ def _past_smallest(diag: pd.DataFrame, table: pd.DataFrame) -> str | None:
         rates.setdefault(r.k, []).append(_rate(sel["n_correct"].sum(), sel["n"].sum()))
     base = rates[ks[0]]
     base_hi = max(x[2] for x in base)
-    above, unclear = [], []
+    above: list[tuple[int, tuple]] = []
+    unclear: list[tuple[int, tuple]] = []
     for k in ks[1:]:
         for rate in rates[k]:
-            (above if rate[1] > base_hi else unclear).append(f"k = {k} {_fmt(rate)}")
+            (above if rate[1] > base_hi else unclear).append((k, rate))
     span = f"{lengths[0]}-{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])
     text = (f"at {span} digits, past k = {ks[0]}'s trained positions, k = {ks[0]} solves "
             f"{' / '.join(_fmt(x) for x in base)}")
     if above:
-        text += f" while {', '.join(above)} (intervals above k = {ks[0]}'s: a larger k reaches further)"
+        text += (f" while k = {', '.join(str(k) for k, _ in above)} solve{'s' if len(above) == 1 else ''} "
+                 f"{', '.join(_fmt(r) for _, r in above)} (intervals above k = {ks[0]}'s: a larger k solves "
+                 f"lengths k = {ks[0]} cannot)")
     if unclear:
-        text += f"; {', '.join(unclear)} overlap{'s' if len(unclear) == 1 else ''} k = {ks[0]}'s interval (no difference shown)"
+        text += (f"; k = {', '.join(str(k) for k, _ in unclear)} at {', '.join(_fmt(r) for _, r in unclear)} "
+                 f"overlap{'s' if len(unclear) == 1 else ''} k = {ks[0]}'s interval (no difference shown)")
     return text
 
 
