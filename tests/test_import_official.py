@@ -341,7 +341,16 @@ def _bad_cases():
         t["encoder.embedding.pos_embedding.position_ids"] = torch.zeros(1, TABLE, dtype=torch.long)
         return "position_ids"
 
-    return {"extra": extra, "missing": missing, "shape": shape, "architecture": architecture, "buffer": buffer}
+    def layers(arch, t):
+        arch["layers_in_recurrent_block"] = 3  # the file holds 2: refused before the config's model is described
+        return "holds 2 layer(s)"
+
+    def skip_flag(arch, t):
+        arch["forward_only_model_with_skip"] = True  # the names are those of the class without it
+        return "ScriptableRecurrentLMReplicaConcat"
+
+    return {"extra": extra, "missing": missing, "shape": shape, "architecture": architecture, "buffer": buffer,
+            "layers": layers, "skip_flag": skip_flag}
 
 
 @pytest.mark.parametrize("case", sorted(_bad_cases()))

@@ -306,6 +306,11 @@ def expected_shapes(cfg: ExperimentConfig) -> dict[str, tuple[int, ...]]:
 
 def check_layout(shapes: dict[str, tuple[int, ...]], arch: dict, cfg: ExperimentConfig) -> dict[str, str | None]:
     """Names and shapes of the official file against the config's model, before any tensor is read."""
+    skip = official_class(arch) == CLASS_SKIP
+    held = {found[0] for k in shapes if (found := _layer_prefix(k, skip)) is not None}
+    if len(held) != cfg.model.layers:  # before a model of the config's size is even described
+        raise ValueError(f"{WEIGHTS_FILE}: holds {len(held)} layer(s) of a {official_class(arch)}, but "
+                         f"{CONFIG_FILE} has layers_in_recurrent_block={cfg.model.layers}")
     names = map_names(sorted(shapes), arch, cfg)
     want = expected_shapes(cfg)
     got = {ours: key for key, ours in names.items() if ours is not None}
