@@ -33,6 +33,7 @@ The API, all taking a `Location` or anything `resolve` accepts:
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import posixpath
 import tempfile
@@ -228,6 +229,18 @@ def _first_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:240] or type(e).__name__
 
 
+def driver_dir(loc: Location, name: str) -> Path:
+    """A directory on this machine for what one run keeps beside `loc` but cannot put there (MLflow's
+    SQLite store, the dashboard site): `loc/name` itself on a local disk, else
+    `$ABACUS_RAY_HOME` (default `~/.abacus-ray`) `/<bucket-prefix>-<hash of the URI>/<name>`."""
+    if loc.local:
+        return Path(loc.path) / name
+    home = Path(os.environ.get("ABACUS_RAY_HOME") or Path.home() / ".abacus-ray").expanduser()
+    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in loc.path)[:80]
+    digest = hashlib.sha256(loc.uri.encode()).hexdigest()[:8]
+    return home / f"{loc.uri.split('://', 1)[0]}-{slug}-{digest}" / name
+
+
 def _info(loc: Location) -> pafs.FileInfo:
     return loc.fs.get_file_info(loc.path)
 
@@ -343,10 +356,24 @@ def write_parquet(target, table: pa.Table) -> Location:
     return write_bytes(target, sink.getvalue().to_pybytes())
 
 
-def upload(local_dir: str | Path, target) -> Location:
-    """Copy a local directory's files to `target` (a directory there)."""
+def upload(local_dir: str | Path, target, *, last: str | None = None) -> Location:
+    """Copy a local directory's files to `target` (a directory there). `last`: a top-level file copied
+    only after all the others, so that a reader who waits for it (a checkpoint's meta.json) sees a whole
+    directory."""
     loc = resolve(target)
-    pafs.copy_files(str(local_dir), loc.path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=loc.fs)
+    local_dir = Path(local_dir)
+    if last is None or not (local_dir / last).is_file():
+        pafs.copy_files(str(local_dir), loc.path, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=loc.fs)
+        return loc
+    for child in sorted(local_dir.iterdir()):
+        if child.name == last:
+            continue
+        if child.is_dir():
+            upload(child, loc / child.name)
+        else:
+            write_bytes(loc / child.name, child.read_bytes())
+    write_bytes(loc / last, (local_dir / last).read_bytes())
     return loc
 
 
@@ -358,8 +385,9 @@ def download(target, local_dir: str | Path) -> Path:
     return Path(local_dir)
 
 
-def probe(target: str | Path, flag: str) -> Location:
-    """Check, before any work starts, that `target` can be written, listed and deleted (in seconds).
+def probe(target: str | Path, flag: str, *, write: bool = True) -> Location:
+    """Check, before any work starts, that `target` can be written, listed and deleted (in seconds); with
+    `write=False` (a reader: summary, dashboard) only that it can be listed.
 
     Every failure is one `StorageError` line naming `flag` and the URI: an unknown scheme, refused or
     missing credentials, an unreachable endpoint, a missing bucket, a read-only prefix. Nothing is left
@@ -367,7 +395,8 @@ def probe(target: str | Path, flag: str) -> Location:
     """
     loc = resolve(target, flag=flag)
     if loc.local:
-        check_local_dir(Path(loc.path), flag)
+        if write:
+            check_local_dir(Path(loc.path), flag)
         return loc
     quick = resolve(loc.uri, flag=flag, timeout=PROBE_TIMEOUT_S, retries=1)
     bucket = loc.path.split("/", 1)[0]
@@ -377,6 +406,9 @@ def probe(target: str | Path, flag: str) -> Location:
             raise StorageError(f"{flag}: {loc.uri}: no bucket named {bucket!r} (create it first)")
         if _info(quick).type == pafs.FileType.File:
             raise StorageError(f"{flag}: {loc.uri}: is a file, not a prefix")
+        if not write:
+            listdir(quick)
+            return loc
         marker = quick.join(f".abacus-ray-probe-{uuid.uuid4().hex[:12]}")
         write_bytes(marker, b"probe")
         try:

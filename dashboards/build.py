@@ -16,6 +16,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+from abacus_ray import storage
 from dashboards.data import load_cells, signature
 from dashboards.site import INDEX, PAPER, index_page, paper_page, sweep_file, sweep_page
 from dashboards.sitedata import SiteData
@@ -75,7 +76,7 @@ def build_site(results_dir: str | Path, out_dir: str | Path) -> Path:
     stamp = stamp_of(sig)
     out.mkdir(parents=True, exist_ok=True)
     write_assets(out)
-    source = str(Path(results_dir))
+    source = str(storage.resolve(results_dir))  # the path, or the URI (its query kept, no credentials)
     pages = {INDEX: index_page(data, source), PAPER: paper_page(data)}
     for name in sorted(set(cells["sweep"])):
         pages[sweep_file(name)] = sweep_page(data, name, stamp)

@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.fs as pafs
 
+from abacus_ray import storage
 from abacus_ray.config.model import architecture_name, block_name
 from abacus_ray.evaluation.aggregate import MODEL_KEYS
 from abacus_ray.evaluation.results import PART_GLOB, part_files, read_cells
+from abacus_ray.storage import Location
 
 # Config columns that never define a condition: the run's own name and where it ran.
 NOT_CONDITION = ("name", "seed")
@@ -30,18 +33,19 @@ NOT_CONDITION_PREFIXES = ("cluster.", "train.report_every_s", "train.checkpoint_
 UNNAMED_SWEEP = "results"
 
 
-def results_dirs(path: str | Path) -> list[Path]:
-    """The Parquet results directories under `path` (itself, `path/results`, or `path/*/results`)."""
-    path = Path(path)
-    if not path.exists():
+def results_dirs(path: str | Path | Location) -> list[Location]:
+    """The Parquet results directories under `path` (itself, `path/results`, or `path/*/results`); `path`
+    may be an object-store URI (`abacus_ray.storage`)."""
+    path = storage.resolve(path, flag="RESULTS")
+    if not storage.exists(path):
         raise FileNotFoundError(f"RESULTS: {path} does not exist")
-    if not path.is_dir():
+    if not storage.is_dir(path):
         raise NotADirectoryError(f"RESULTS: {path} is not a directory")
     if part_files(path):
         return [path]
     if part_files(path / "results"):
         return [path / "results"]
-    found = sorted(p / "results" for p in path.iterdir() if p.is_dir() and part_files(p / "results"))
+    found = [p / "results" for p in storage.listdir(path) if storage.is_dir(p) and part_files(p / "results")]
     if not found:
         raise ValueError(f"RESULTS: {path} holds no abacus-ray results ({PART_GLOB} in it, in results/ or in "
                          f"*/results/); run a sweep or `abacus-ray eval CHECKPOINT --out {path}` first")
@@ -57,23 +61,22 @@ def signature(path: str | Path) -> tuple:
     out = []
     for d in dirs:
         for f in part_files(d):
-            try:
-                st = f.stat()
-            except FileNotFoundError:  # replaced between glob and stat
+            info = f.fs.get_file_info(f.path)
+            if info.type == pafs.FileType.NotFound:  # replaced between listing and stat
                 continue
-            out.append((str(f), st.st_size, st.st_mtime_ns))
+            out.append((str(f), info.size, info.mtime_ns))
     return tuple(out)
 
 
-def sweep_dir_name(results_dir: Path) -> str:
+def sweep_dir_name(results_dir: Path | Location) -> str:
     """The sweep a results directory belongs to when its rows carry no sweep-style run id."""
     return results_dir.parent.name if results_dir.name == "results" and results_dir.parent.name else UNNAMED_SWEEP
 
 
-def sweep_preset(results_dir: Path) -> str | None:
+def sweep_preset(results_dir: Path | Location) -> str | None:
     """The preset recorded in the sweep root's `sweep.json` (written by the cluster driver), if any."""
     try:
-        return json.loads((results_dir.parent / "sweep.json").read_text()).get("preset")
+        return json.loads(storage.read_text(storage.resolve(results_dir).parent / "sweep.json")).get("preset")
     except (OSError, ValueError, AttributeError):
         return None
 

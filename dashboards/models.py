@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from abacus_ray import storage
 from abacus_ray.config.dicts import unflatten
 from dashboards.data import clean, config_columns
 
@@ -34,8 +34,8 @@ def read_meta(checkpoint: Any) -> dict[str, Any] | None:
     """`meta.json` beside a checkpoint's weights, or None if it cannot be read."""
     if not isinstance(checkpoint, str) or not checkpoint:
         return None
-    try:
-        meta = json.loads((Path(checkpoint) / "meta.json").read_text())
+    try:  # a local path or an object-store URI (`abacus_ray.storage`)
+        meta = json.loads(storage.read_text(storage.resolve(checkpoint) / "meta.json"))
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None

@@ -9,12 +9,11 @@ ASHA stopped dotted), the best probe over the trials tried, and a table of every
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
+from abacus_ray import storage
 from abacus_ray.sweep import SEARCH_FILE
 from dashboards.html import Raw, fmt_int, fmt_pct, table
 
@@ -22,9 +21,9 @@ from dashboards.html import Raw, fmt_int, fmt_pct, table
 def load_search(cells: pd.DataFrame) -> pd.DataFrame | None:
     """The search reports of the sweep whose cells these are, or None when it ran no search."""
     for d in sorted(set(cells["results_dir"])):
-        path = Path(d).parent / SEARCH_FILE
-        if path.is_file():
-            return pq.read_table(path).to_pandas()
+        path = storage.resolve(d).parent / SEARCH_FILE  # a local path or an object-store URI
+        if storage.is_file(path):
+            return storage.read_parquet(path).to_pandas()
     return None
 
 

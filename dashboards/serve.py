@@ -28,7 +28,7 @@ class LiveSite:
     """A site directory that rebuilds itself from `results` when the Parquet parts changed."""
 
     def __init__(self, results: str | Path, out_dir: str | Path, log: TextIO | None = None) -> None:
-        self.results, self.out_dir = Path(results), Path(out_dir)
+        self.results, self.out_dir = str(results), Path(out_dir)  # results: a path or an object-store URI
         self.log = log or sys.stderr
         self._lock = threading.Lock()
         self._built: tuple | None = None

@@ -8,31 +8,49 @@ when new Parquet parts arrive, so an evaluation can be watched while it streams 
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
 
-def default_out(results: Path) -> Path:
-    """`dashboard/` beside a results directory, or inside a sweep or storage root."""
-    return results.parent / "dashboard" if results.name == "results" else results / "dashboard"
+def default_out(results: str) -> Path:
+    """`dashboard/` beside a results directory, or inside a sweep or storage root; for an object-store
+    URI, a directory on this machine (`storage.driver_dir`), printed."""
+    from abacus_ray import storage
+
+    loc = storage.resolve(results, flag="RESULTS")
+    root = loc.parent if loc.name == "results" else loc
+    return storage.driver_dir(root, "dashboard")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("dashboard", help="build interactive accuracy dashboards from Parquet results",
                               description=__doc__.splitlines()[0])
-    p.add_argument("results", metavar="RESULTS", help="results directory, sweep root or storage root")
+    p.add_argument("results", metavar="RESULTS",
+                   help="results directory, sweep root or storage root: a path or an object-store URI (s3://, gs://)")
     p.add_argument("--out", metavar="DIR", default=None,
-                   help="where to write the site (default: dashboard/ beside the results)")
+                   help="where to write the site: a directory or an object-store URI (default: dashboard/ beside "
+                        "the results; for a URI, ~/.abacus-ray/.../dashboard on this machine)")
     p.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 and rebuild on new results")
     p.add_argument("--port", type=int, default=8765, help="port for --serve (default 8765; 0 picks a free one)")
     p.set_defaults(func=handler)
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.cli import check_output_dir
+    from abacus_ray import storage
     from dashboards.build import build_site
 
-    results = Path(args.results)
-    out = check_output_dir(args.out if args.out else default_out(results), "--out")
+    results = storage.probe(args.results, "RESULTS", write=False) if storage.is_uri(args.results) else args.results
+    target = storage.probe(args.out, "--out") if args.out and storage.is_uri(args.out) else None
+    if target is not None and not target.local:  # built here, then copied up
+        if args.serve:
+            raise ValueError(f"--out: {target}: --serve serves a local directory; give one")
+        with tempfile.TemporaryDirectory(prefix="abacus-dashboard-") as tmp:
+            build_site(results, tmp)
+            storage.upload(tmp, target)
+        print(target / "index.html")
+        return 0
+    out = storage.check_local_dir(Path(target.path if target else args.out or default_out(str(args.results))),
+                                  "--out")
     if args.serve:
         from dashboards.serve import serve
 

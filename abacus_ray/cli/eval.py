@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from abacus_ray.cli import check_device, check_output_dir
+from abacus_ray import storage
+from abacus_ray.cli import check_device
 from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
 from abacus_ray.config.train import PRECISIONS
 
@@ -23,8 +24,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("eval", help="score checkpoints on (i, j) grids by exact match into Parquet",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT",
-                   help="checkpoint directory, or a run directory (its latest step-* checkpoint)")
-    p.add_argument("--out", required=True, metavar="RESULTS", help="results directory (created if missing)")
+                   help="checkpoint directory, or a run directory (its latest step-* checkpoint); a path or a URI")
+    p.add_argument("--out", required=True, metavar="RESULTS",
+                   help="results directory (created if missing) or an object-store URI (s3://BUCKET/PREFIX, gs://...)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--grid", help="named grid: paper-addition, paper-addition-long, paper-subtraction, "
                                   "paper-multiplication, paper-sorting, paper-or, tiny-addition")
@@ -68,7 +70,7 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.model.checkpoint import read_checkpoint_config, resolve_checkpoint
 
     device = None if args.device is None else check_device(args.device)
-    check_output_dir(args.out, "--out")  # refused before any model is loaded or scored
+    storage.probe(args.out, "--out")  # a path or URI, refused in one line before any model is loaded or scored
     first = read_checkpoint_config(resolve_checkpoint(args.checkpoints[0]))
     overrides = {"per_cell": args.per_cell, "seed": args.seed, "engine": args.engine,
                  "recurrences": args.recurrences, "precision": args.precision, "token_budget": args.token_budget,

@@ -17,7 +17,7 @@ import argparse
 def register(subparsers) -> None:
     p = subparsers.add_parser("summary", help="print region means per model from an eval results directory",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results", metavar="RESULTS", help="results directory written by `abacus-ray eval`")
+    p.add_argument("results", metavar="RESULTS", help="results directory written by `abacus-ray eval`: a path or an object-store URI (s3://, gs://)")
     p.add_argument("--label", action="append", default=None, metavar="COL",
                    help="config column to show per model (repeatable; default: name, model.positions)")
     p.add_argument("--seeds", action="store_true",
@@ -35,6 +35,7 @@ def register(subparsers) -> None:
 def handler(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from abacus_ray import storage
     from abacus_ray.evaluation.aggregate import (
         diagonal_reach,
         format_table,
@@ -44,6 +45,8 @@ def handler(args: argparse.Namespace) -> int:
     )
     from abacus_ray.evaluation.results import read_cells
 
+    if storage.is_uri(args.results):  # a bad URI, endpoint or credentials in one line, in seconds
+        storage.probe(args.results, "RESULTS", write=False)
     cells = read_cells(args.results)
     if args.fig10:
         from abacus_ray.evaluation.offset_reach import conclusion, format_offset_table, offset_table

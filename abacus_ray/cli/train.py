@@ -11,17 +11,22 @@ stdout.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from abacus_ray.cli import CLIError, add_config_args, check_device, check_output_dir, config_from_args
+from abacus_ray import storage
+from abacus_ray.cli import CLIError, add_config_args, check_device, config_from_args
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("train", help="train a model (budgeted, checkpointed, resumable)", description=__doc__)
     add_config_args(p)
-    p.add_argument("--out", required=True, metavar="DIR", help="checkpoint directory (step-* subdirectories)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="checkpoint directory (step-* subdirectories), or an object-store URI (s3://, gs://): "
+                        "checkpoints are then written locally and copied up")
     p.add_argument("--resume", action="store_true",
                    help="continue from DIR's latest checkpoint and its stored config (--set still applies)")
     p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda or cuda:N")
@@ -70,6 +75,31 @@ class ProgressLine:
         self.stream.flush()
 
 
+class Mirror:
+    """`--out` on object storage: each checkpoint the loop saves locally is copied up (the newest
+    `KEEP` are kept there) before the report goes on to `inner`."""
+
+    KEEP = 2
+
+    def __init__(self, inner, loc) -> None:
+        self.inner, self.loc = inner, loc
+
+    def copy(self, path) -> None:
+        from abacus_ray import storage
+        from abacus_ray.model.checkpoint import list_checkpoints
+
+        target = self.loc / Path(path).name
+        if not storage.exists(target / "meta.json"):
+            storage.upload(path, target, last="meta.json")  # a reader lists only checkpoints with meta.json
+        for old in list_checkpoints(self.loc)[: -self.KEEP]:
+            storage.delete(old)
+
+    def __call__(self, metrics: dict) -> None:
+        if metrics.get("checkpoint"):
+            self.copy(metrics["checkpoint"])
+        self.inner(metrics)
+
+
 def budget_limits(p: dict) -> list[str]:
     """A budget plan (`training.budget.plan`) in words, e.g. ["24 A4000-h = 5.6e7 samples", "1000 device-h"]."""
     out = []
@@ -88,17 +118,20 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.model.checkpoint import (
         STATE_FILE,
         check_train_state,
+        fetch,
         latest_checkpoint,
         load_checkpoint,
     )
     from abacus_ray.training.budget import plan
-    from abacus_ray.training.loop import train
+    from abacus_ray.training.loop import check_fits, train
 
-    out = check_output_dir(args.out, "--out")  # before any training: a checkpoint must be writable
-    latest = latest_checkpoint(out)
+    loc = storage.probe(args.out, "--out")  # a directory or an object-store URI, before any training
+    # On object storage the loop writes into a local staging directory and each checkpoint is copied up.
+    out = loc.as_path() if loc.local else Path(tempfile.mkdtemp(prefix="abacus-train-"))
+    latest = latest_checkpoint(out if loc.local else loc)
     if args.resume:
         if latest is None:
-            raise CLIError(f"--resume: no checkpoint under {out}")
+            raise CLIError(f"--resume: no checkpoint under {loc}")
         # Every file of the checkpoint is checked before anything is printed or trained: weights-only,
         # hash and shapes (`load_checkpoint`), and a training state that holds what resuming reads.
         resumed = load_checkpoint(latest)
@@ -107,17 +140,22 @@ def handler(args: argparse.Namespace) -> int:
         del resumed
     else:
         if latest is not None:
-            raise CLIError(f"--out: {out} already holds checkpoints (latest {latest.name}); pass --resume to "
+            raise CLIError(f"--out: {loc} already holds checkpoints (latest {latest.name}); pass --resume to "
                            "continue it or choose another directory")
         cfg = config_from_args(args)
     device = check_device(args.device)
+    check_fits(cfg, device)  # before the first line is printed: a refusal is the only line
     m, t = cfg.model, cfg.task
     limits = budget_limits(plan(cfg))
     print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} {m.positions}, "
           f"on {device}; budget {'; '.join(limits)}"
           + (f"; resuming {latest}" if args.resume else ""), file=sys.stderr, flush=True)
-    result = train(cfg, device, report=ProgressLine(sys.stderr), checkpoint_dir=out,
-                   resume_from=latest if args.resume else None)
-    print(f"checkpoint: {result.checkpoint}")
+    report = ProgressLine(sys.stderr) if loc.local else Mirror(ProgressLine(sys.stderr), loc)
+    result = train(cfg, device, report=report, checkpoint_dir=out,
+                   resume_from=fetch(latest) if args.resume else None)
+    if not loc.local:
+        report.copy(result.checkpoint)
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"checkpoint: {result.checkpoint if loc.local else loc / Path(result.checkpoint).name}")
     print(f"model_id: {result.model_id}")
     return 0

@@ -30,7 +30,7 @@ from abacus_ray.cluster.placement import eval_pools
 from abacus_ray.config import EvalConfig
 from abacus_ray.evaluation.grids import Cell
 from abacus_ray.evaluation.plan import WorkPlan
-from abacus_ray.evaluation.results import rows_table, write_part
+from abacus_ray.evaluation.results import KEY, KeyIndex, first_per_key, key_of, rows_table, write_part
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.model.checkpoint import load_checkpoint
 
@@ -129,6 +129,14 @@ def _left(items: list[dict[str, Any]], done: set[tuple]) -> list[dict[str, Any]]
     return out
 
 
+def _fresh(block: pa.Table, index: KeyIndex) -> pa.Table:
+    """The block's rows whose key no other writer has written since the plan was made."""
+    have = index.refresh()
+    block = first_per_key(block)
+    keep = [n for n, r in enumerate(block.select(list(KEY)).to_pylist()) if key_of(r) not in have]
+    return block if len(keep) == block.num_rows else block.take(keep)
+
+
 def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *, cpu_actors: int | None = None,
                     gpu_actors: int | None = None, progress: bool = True) -> GridEvalReport:
     """Score the planned work items (`evaluation.plan.plan_items`, made before Ray starts, so bad input
@@ -138,7 +146,7 @@ def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *
     yet written are run again on the nodes that are left, up to `ATTEMPTS` times; every cell is
     written exactly once.
     """
-    out_dir = Path(out_dir)
+    index = KeyIndex(out_dir)  # a local path or a URI: the driver writes every part, one per returned block
     t0 = time.monotonic()
     items, n_cells, skipped = work.items, work.cells, work.skipped
     report = GridEvalReport(items=len(items), cells=n_cells, skipped=skipped)
@@ -154,7 +162,10 @@ def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *
             for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):  # RAY: stream results back
                 if block.num_rows == 0:
                     continue
-                report.parts.append(str(write_part(out_dir, block)))
+                new = _fresh(block, index)
+                if new.num_rows:
+                    report.parts.append(str(write_part(index.loc, new)))
+                    index.keys.update(key_of(r) for r in new.select(list(KEY)).to_pylist())
                 cols = [block.column(c).to_pylist() for c in ("checkpoint", "task", "i", "j")]
                 done_cells.update(zip(*cols, strict=True))
                 for w in block.column("worker").to_pylist():
