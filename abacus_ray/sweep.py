@@ -20,6 +20,7 @@ from abacus_ray.config import ExperimentConfig, preset
 from abacus_ray.config.dicts import flatten
 
 SEARCH_FILE = "search.parquet"  # a search's reports, beside the sweep's results/ (cluster/search.py)
+CLUSTER_FILE = "cluster.parquet"  # where and when each trial ran, beside results/ (cluster/timeline.py)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 from dashboards import paper_values
 from dashboards.bars import ARITH_VIEWS, SORT_VIEWS, VIEW_LABELS
+from dashboards.cluster import cluster_section, gantt, load_timeline
 from dashboards.html import Raw, esc, fmt_int, fmt_num, fmt_pct, link, page, table
 from dashboards.payload import group_labels, sweep_payload
 from dashboards.search import load_search, search_payload, search_section
@@ -192,7 +193,8 @@ def sweep_page(data: SiteData, name: str, stamp: str) -> str:
     sub = data.sweep(name)
     labels = group_labels(sub)
     reports = load_search(sub.cells)
-    payload = {**sweep_payload(sub, name, stamp), "search": search_payload(reports)}
+    timeline = load_timeline(sub.cells)
+    payload = {**sweep_payload(sub, name, stamp), "search": search_payload(reports), "cluster": gantt(timeline)}
     body = [f"<h1>{esc(name)}</h1>",
             f"<p class=muted>{sub.cells['model_id'].nunique()} models, {len(sub.entries)} evaluations, "
             f"{fmt_int(len(sub.cells))} cells. Heatmaps: operand one down, operand two across, fixed 0–100 % "
@@ -207,6 +209,7 @@ def sweep_page(data: SiteData, name: str, stamp: str) -> str:
             '<div id="lines-controls" class="controls"></div><div id="lines" class="plot"></div></section>',
             '<section><h2>Region means with per-seed points</h2><div id="bars" class="plot"></div></section>']
     body += search_section(reports)
+    body += cluster_section(timeline)
     sort_html = sorting_table(sub, labels)
     if sort_html is not None:
         body += ["<section><h2>Sorting (Tables 1–2)</h2>", sort_html, "</section>"]

@@ -7,6 +7,7 @@ path, the pending-resources message and fractional GPUs run on a real embedded R
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -41,6 +42,20 @@ def test_drivers_slices_never_starve_workers_on_one_cpu_nodes():
     assert max_concurrency([cfg(trainer="function")] * 2, two_small) == 2  # the trial is its worker
     assert max_concurrency([cfg(workers=2, placement="STRICT_SPREAD")] * 3, nodes({"CPU": 2}, {"CPU": 2})) == 1
     assert max_concurrency([cfg(workers=2, placement="STRICT_PACK")], nodes({"CPU": 3}, {"CPU": 1})) == 1
+
+
+def test_mixed_shapes_are_not_capped_by_the_scarcest_one():
+    """Trials of several resource shapes: the scarcest shape (one `l4` slot) must not hold the others back."""
+    from abacus_ray.cluster.placement import max_concurrency
+
+    cluster = nodes({"CPU": 2, "h100": 2}, {"CPU": 2, "h100": 2}, {"CPU": 2, "l4": 1}, {"CPU": 2, "cpu_pool": 2})
+    mix = [cfg(resources="h100:1")] * 8 + [cfg(resources="l4:1")] * 2 + [cfg(resources="cpu_pool:1")] * 4
+    assert max_concurrency([c.replace(cluster=dataclasses.replace(c.cluster, trainer="function")) for c in mix],
+                           cluster) == 14  # all queued at once: Ray starts each as soon as a node fits it
+    # TorchTrainer trials: as many as the shapes' slots hold beside their drivers (2 + 1 + 1; it was 1)
+    assert max_concurrency(mix, cluster) == 4
+    tight = nodes({"CPU": 1.015, "l4": 1}, {"CPU": 2, "h100": 2})  # 2 drivers' slices leave no l4 worker a CPU
+    assert max_concurrency([cfg(resources="l4:1"), cfg(resources="h100:1")], tight) == 1
 
 
 @pytest.mark.parametrize("config, cluster, culprit", [

@@ -62,21 +62,26 @@ def _fits(slots: list[int], workers: int, strategy: str, trials: int) -> bool:
     return sum(slots) >= trials * workers  # PACK / SPREAD: a trial's workers may share or split nodes
 
 
-def _concurrency(cfg: ExperimentConfig, nodes: Sequence[Node], limit: int) -> int:
-    """The most trials like `cfg` that fit at once (0 if not even one), drivers placed adversarially:
-    each driver's CPU slice may land on a different node and cost that node one worker slot."""
+def _fit_with_drivers(cfg: ExperimentConfig, nodes: Sequence[Node], trials: int, drivers: int) -> bool:
+    """Whether `trials` trials like `cfg` fit at once beside `drivers` TorchTrainer drivers placed
+    adversarially: each driver's CPU slice may land on a different node and cost it one worker slot."""
     cl = cfg.cluster
     bundle = worker_bundle(cl)
     full = [_slots(n.resources, bundle) for n in nodes]
+    slots = full
+    if drivers:
+        dented = [_slots(n.resources, bundle, DRIVER_CPU * drivers) for n in nodes]
+        drops = sorted(range(len(nodes)), key=lambda i: full[i] - dented[i], reverse=True)[:drivers]
+        slots = [dented[i] if i in drops else full[i] for i in range(len(nodes))]
+    return _fits(slots, cl.workers, cl.placement, trials)  # a `function` trial has 1 worker (config)
+
+
+def _concurrency(cfg: ExperimentConfig, nodes: Sequence[Node], limit: int) -> int:
+    """The most trials like `cfg` that fit at once (0 if not even one), each torch trial's driver
+    placed adversarially."""
     best = 0
     for trials in range(1, limit + 1):
-        if cl.trainer == "torch":
-            dented = [_slots(n.resources, bundle, DRIVER_CPU * trials) for n in nodes]
-            drops = sorted(range(len(nodes)), key=lambda i: full[i] - dented[i], reverse=True)[:trials]
-            slots = [dented[i] if i in drops else full[i] for i in range(len(nodes))]
-        else:
-            slots = full
-        if not _fits(slots, cl.workers, cl.placement, trials):  # a `function` trial has 1 worker (config)
+        if not _fit_with_drivers(cfg, nodes, trials, trials if cfg.cluster.trainer == "torch" else 0):
             break
         best = trials
     return best
@@ -93,12 +98,22 @@ def _largest(nodes: Sequence[Node], keys: Sequence[str]) -> dict[str, float]:
 
 
 def max_concurrency(configs: Sequence[ExperimentConfig], nodes: Sequence[Node] | None = None) -> int:
-    """How many trials may run at once (the most demanding trial decides, so any mix fits), or raise
-    `PlacementError` naming the first trial that can never be placed."""
+    """How many trials Tune may start at once, or raise `PlacementError` naming the first trial that can
+    never be placed.
+
+    `function` trials hold nothing but their own bundle, so all may be started: Ray places each as soon
+    as a node fits it, and the rest wait in Ray's queue (capping them by the scarcest shape left the
+    nodes of every other shape idle: docs/performance.md, "Many nodes"). TorchTrainer trials add a
+    driver each: at most as many as the shapes' slots hold together, and few enough that, with every
+    driver's slice on the worst node, each shape still fits one trial (so the queue never deadlocks).
+    """
     nodes = alive_nodes() if nodes is None else nodes
-    fit = len(configs)
+    shapes: dict = {}
     for cfg in configs:
-        n = _concurrency(cfg, nodes, fit)
+        shapes.setdefault(cfg.cluster, [cfg, 0])[1] += 1
+    fits = {}
+    for cl, (cfg, count) in shapes.items():
+        n = _concurrency(cfg, nodes, count)
         if n == 0:
             cl = cfg.cluster
             bundle = worker_bundle(cl)
@@ -108,8 +123,14 @@ def max_concurrency(configs: Sequence[ExperimentConfig], nodes: Sequence[Node] |
                 f"cluster: trial {cfg.name} needs {cl.workers} worker(s) x {_shown(bundle, keys)}{driver}, placed "
                 f"{cl.placement}; the largest of the cluster's {len(nodes)} node(s) offers "
                 f"{_shown(_largest(nodes, keys), keys)}: it can never start")
-        fit = min(fit, n)
-    return fit
+        fits[cl] = n
+    torch_shapes = [cfg for cl, (cfg, _) in shapes.items() if cl.trainer == "torch"]
+    if not torch_shapes:
+        return len(configs)
+    limit = min(len(configs), sum(fits.values()))
+    while limit > 1 and not all(_fit_with_drivers(cfg, nodes, 1, limit) for cfg in torch_shapes):
+        limit -= 1
+    return limit
 
 
 def eval_pools(n_items: int, cpu_actors: int | None, gpu_actors: int | None,

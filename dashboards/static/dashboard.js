@@ -356,6 +356,13 @@
     });
   }
 
+  // ---- the cluster: which node ran which trial when (traces built by dashboards/cluster.py) ----------
+  function renderCluster() {
+    const C = D.cluster;
+    if (!C || !C.traces.length) return;
+    draw("cluster", C.traces, C.layout);
+  }
+
   // ---- live mode: reload when the server rebuilt from new Parquet parts -------------------------
   function live() {
     if (!/^https?:$/.test(location.protocol)) return;
@@ -377,6 +384,7 @@
     renderBars();
     renderRecurrence();
     renderSearch();
+    renderCluster();
   }
 
   if (state.entry === null) return;

@@ -1,0 +1,55 @@
+"""The dashboard's "Cluster" view: a sweep's cluster.parquet as a Gantt chart of trials per node, and a
+table of each node's use (dashboards/cluster.py). Hand-made placements, no Ray."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dashboards.build import build_site
+from dashboards.cluster import gantt, lanes, main
+from dashboards.sample import synthetic_results
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def placements() -> pd.DataFrame:
+    """Node A runs two trials at once then one more; node B one CPU trial (one name hostile)."""
+    rows = [("s/a0", "A" * 16, '{"CPU": 1.0, "h100": 1.0}', 100.0, 130.0),
+            ("s/a1", "A" * 16, '{"CPU": 1.0, "h100": 1.0}', 101.0, 128.0),
+            ("s/a2", "A" * 16, '{"CPU": 1.0, "h100": 1.0}', 129.0, 160.0),
+            (f"s/{HOSTILE}", "B" * 16, '{"CPU": 2.0, "cpu_pool": 2.0}', 100.5, 159.0)]
+    return pd.DataFrame([{"run": r, "trial_id": str(i), "node_id": n, "pid": i, "workers": 1, "resources": res,
+                          "trainer": "function", "start_s": s, "end_s": e, "status": "finished"}
+                         for i, (r, n, res, s, e) in enumerate(rows)])
+
+
+def test_trials_get_the_first_free_lane_of_their_node():
+    df = lanes(placements()).set_index("run")
+    assert df.loc["s/a0", "lane"] == 0 and df.loc["s/a1", "lane"] == 1
+    assert df.loc["s/a2", "lane"] == 1  # a1 ended at 128, before a2 started at 129; a0 still runs
+    fig = gantt(placements())
+    assert sorted(t["name"] for t in fig["traces"]) == ["cpu_pool", "h100"]
+    h100 = next(t for t in fig["traces"] if t["name"] == "h100")
+    assert h100["base"] == [0.0, 1.0, 29.0] and h100["x"] == [30.0, 27.0, 31.0]
+    assert HOSTILE not in json.dumps(fig)  # run names are escaped before they reach Plotly
+
+
+def test_sweep_page_has_the_cluster_view_when_the_sweep_recorded_placements(tmp_path):
+    results = synthetic_results(tmp_path / "s" / "results", [("s/a0", ["seed=0"])], [(1, 1), (2, 2)], per_cell=5)
+    index = build_site(tmp_path / "s", tmp_path / "site")
+    assert 'id="cluster-section"' not in (index.parent / "sweep-s.html").read_text()  # nothing recorded: no view
+    pq.write_table(pa.Table.from_pandas(placements(), preserve_index=False), Path(results).parent / "cluster.parquet")
+    index = build_site(tmp_path / "s", tmp_path / "site")
+    page = (index.parent / "sweep-s.html").read_text()
+    assert 'id="cluster-section"' in page and "4 trials on 2 nodes over 60 s" in page and HOSTILE not in page
+    data = json.loads(re.search(r'id="dashboard-data">(.*?)</script>', page, re.S).group(1))
+    assert len(data["cluster"]["traces"]) == 2
+    out = tmp_path / "gantt.html"
+    assert main([str(Path(results).parent / "cluster.parquet"), str(out)]) == 0
+    assert "plotly" in out.read_text().lower()
