@@ -77,11 +77,14 @@ def _train_in_trial(cfg: ExperimentConfig) -> None:
     _train_and_report(cfg, device, None, tune.get_checkpoint(), report)  # RAY: resume point
 
 
-def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], storage: str) -> None:
+def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], storage: str,
+              filesystem: Any = None) -> None:
     """The Tune function trainable: fits one `TorchTrainer` for the config named by `params["run"]`.
 
-    `configs` (every trial's config by run name) and `storage` are bound with `tune.with_parameters`;
-    the rest of `params` are the swept values Tune shows, already part of the config.
+    `configs` (every trial's config by run name), `storage` (the Train runs' directory: a path in
+    `filesystem`, a `pyarrow.fs.FileSystem` for an object store, None for a local or shared disk) are
+    bound with `tune.with_parameters`; the rest of `params` are the swept values Tune shows, already
+    part of the config.
     """
     cfg = configs[params["run"]]
     cl = cfg.cluster
@@ -102,5 +105,6 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], stor
             failure_config=FailureConfig(max_failures=MAX_FAILURES),
             callbacks=[TuneReportCallback()],
         ),
+            storage_filesystem=filesystem,  # RAY: checkpoints go to the object store from the worker's node
     )
     trainer.fit()
