@@ -164,8 +164,9 @@ def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *
                     continue
                 new = _fresh(block, index)
                 if new.num_rows:
-                    report.parts.append(str(write_part(index.loc, new)))
-                    index.keys.update(key_of(r) for r in new.select(list(KEY)).to_pylist())
+                    part = write_part(index.loc, new)
+                    report.parts.append(str(part))
+                    index.wrote(part, (key_of(r) for r in new.select(list(KEY)).to_pylist()))
                 cols = [block.column(c).to_pylist() for c in ("checkpoint", "task", "i", "j")]
                 done_cells.update(zip(*cols, strict=True))
                 for w in block.column("worker").to_pylist():

@@ -402,6 +402,11 @@ class KeyIndex:
                 self.keys.update(zip(*(t.column(k).to_pylist() for k in KEY), strict=True))
         return self.keys
 
+    def wrote(self, part: Location, keys: Iterable[tuple]) -> None:
+        """Record a part this writer wrote itself (not read back on the next refresh)."""
+        self.seen.add(part.path)
+        self.keys.update(keys)
+
     def fresh(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows whose key is not present yet (after a refresh)."""
         have = self.refresh()
