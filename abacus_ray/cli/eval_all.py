@@ -20,10 +20,11 @@ DEFAULT_GRIDS = ("paper-100plus",)
 def register(subparsers) -> None:
     p = subparsers.add_parser("eval-all", help="score every checkpoint under a results root through Ray Data",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results", type=Path, metavar="RESULTS", help="results root to search for checkpoints")
+    p.add_argument("results", metavar="RESULTS",
+                   help="results root to search for checkpoints: a directory or an object-store URI (s3://, gs://)")
     p.add_argument("--grid", dest="grids", action="append", default=None,
                    help=f"grid name or spec (repeatable; default {', '.join(DEFAULT_GRIDS)}: the 101-160 diagonal)")
-    p.add_argument("--out", type=Path, default=None, help="Parquet results directory (default RESULTS/results)")
+    p.add_argument("--out", default=None, help="Parquet results directory or URI (default RESULTS/results)")
     p.add_argument("--per-cell", type=int, default=None, help="problems per cell (default 100, the paper's)")
     p.add_argument("--seed", type=int, default=None, help="evaluation seed (default 0)")
     p.add_argument("--address", default=None, help="Ray address (default: $RAY_ADDRESS, else a local Ray)")
@@ -31,14 +32,19 @@ def register(subparsers) -> None:
     p.set_defaults(func=handler)
 
 
-def find_models(root: Path) -> list[Path]:
-    """The latest checkpoint of every run directory below `root` (sorted, deterministic)."""
+def find_models(root) -> list:
+    """The latest checkpoint of every run directory below `root`, a path or a `storage.Location` (sorted,
+    deterministic; one recursive listing on an object store)."""
+    from abacus_ray import storage
     from abacus_ray.model.checkpoint import latest_checkpoint
 
-    if not root.is_dir():
+    root = storage.resolve(root, flag="RESULTS")
+    if not storage.is_dir(root):
         raise FileNotFoundError(f"RESULTS: {root} is not a directory")
-    runs = sorted({p.parent.parent for p in root.rglob("step-*/meta.json") if not p.parent.name.startswith(".")})
-    found = [latest_checkpoint(r) for r in runs]
+    metas = [m for m in storage.find(root, "meta.json")
+             if m.parent.name.startswith("step-") and not m.parent.name.startswith(".")]
+    runs = {m.parent.parent.path: m.parent.parent for m in metas}
+    found = [latest_checkpoint(runs[k] if not runs[k].local else runs[k].as_path()) for k in sorted(runs)]
     return [p for p in found if p is not None]
 
 
@@ -46,7 +52,8 @@ def handler(args: argparse.Namespace) -> int:
     """Everything is checked before Ray starts: flags, grids, every checkpoint loaded once weights-only and
     hash-checked (a foreign, truncated or wrong-architecture file is refused naming it, not inside an
     evaluator actor), and the work planned (which checks every cell against its model's Abacus table)."""
-    from abacus_ray.cli import check_output_dir, leave_working_dir
+    from abacus_ray import storage
+    from abacus_ray.cli import check_num_cpus, leave_working_dir
     from abacus_ray.config import EvalConfig
     from abacus_ray.config.dicts import with_overrides
     from abacus_ray.evaluation.grids import resolve_grid_names
@@ -57,12 +64,12 @@ def handler(args: argparse.Namespace) -> int:
     grids = resolve_grid_names(tuple(args.grids or DEFAULT_GRIDS))
     overrides = {k: v for k, v in (("per_cell", args.per_cell), ("seed", args.seed)) if v is not None}
     eval_cfg = with_overrides(EvalConfig(), overrides)
-    if args.num_cpus is not None and args.num_cpus < 1:
-        raise ValueError(f"--num-cpus: must be >= 1, got {args.num_cpus}")
-    models = [m.resolve() for m in find_models(args.results)]
+    check_num_cpus(args.num_cpus)
+    results = storage.probe(args.results, "RESULTS", write=False)  # a bad URI in one line, in seconds
+    models = [m.resolve() if isinstance(m, Path) else m for m in find_models(results)]
     if not models:
         raise ValueError(f"RESULTS: no checkpoints under {args.results}")
-    out = check_output_dir(args.out or args.results / "results", "--out").resolve()
+    out = storage.probe(args.out or results / "results", "--out")
     done_keys(out)  # a foreign or unreadable results directory is refused here, not after the cluster starts
     for path in models:  # costs one load per model (seconds), small beside scoring it
         load_checkpoint(path, map_location="cpu")
@@ -71,9 +78,13 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.cluster import runtime
     from abacus_ray.cluster.grid_eval import evaluate_on_ray
 
-    leave_working_dir(out)  # nothing below depends on the job's working directory
+    leave_working_dir(storage.driver_dir(out, "."))  # nothing below depends on the job's working directory
     runtime.init(args.address, num_cpus=args.num_cpus)
     runtime.quiet_data_progress()
+    if results.local:  # evaluators on other nodes read the checkpoints: they must see this directory
+        from abacus_ray.cluster.shared_dir import check_every_node_sees
+
+        check_every_node_sees(results.as_path(), "RESULTS")
     report = evaluate_on_ray(work, eval_cfg, out)
     print(f"eval-all: {len(models)} model(s), {report.cells} cells evaluated, {report.skipped} already present, "
           f"{report.seconds:.1f}s -> {out}", file=sys.stdout)

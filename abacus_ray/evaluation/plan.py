@@ -20,6 +20,7 @@ from abacus_ray.config.train import resolved_precision
 from abacus_ray.evaluation.grids import Cell, Grid
 from abacus_ray.evaluation.results import done_keys, key_of
 from abacus_ray.model.checkpoint import META_FILE, read_checkpoint_config, read_json, resolve_checkpoint
+from abacus_ray.storage import Location
 
 
 @dataclass(frozen=True)
@@ -154,17 +155,19 @@ class WorkPlan:
     skipped: int  # cells already in the results
 
 
-def plan_items(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig, out_dir: Path) -> WorkPlan:
-    """Work items for the cells whose key is not in `out_dir` yet; reads configs and ids, no weights.
+def plan_items(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig,
+               out_dir: str | Path | Location) -> WorkPlan:
+    """Work items for the cells whose key is not in `out_dir` (a path or URI) yet; reads configs and ids,
+    no weights; a checkpoint may be a URI (its two small JSON files are read from there).
 
     Runs before any cluster starts, so a bad grid or an overflowing Abacus table costs no cluster time."""
-    have = done_keys(out_dir) if out_dir.exists() else set()
+    have = done_keys(out_dir)
     items: list[dict[str, Any]] = []
     todo_total = skipped = 0
     for src in sources:
         path = resolve_checkpoint(src.checkpoint)
         cfg = read_checkpoint_config(path)
-        model_id = read_json(path / META_FILE)["model_id"]
+        model_id = read_json(path / META_FILE)["model_id"]  # path: a local Path or a storage Location
         cells = cells_for(cfg, grids)
         todo = missing_cells(cfg, model_id, cells, eval_cfg, have)
         skipped += len(cells) - len(todo)

@@ -33,7 +33,7 @@ from abacus_ray.evaluation.plan import (
 )
 from abacus_ray.evaluation.progress import Progress
 from abacus_ray.evaluation.regions import region_of
-from abacus_ray.evaluation.results import config_columns, done_keys, write_cells, write_samples
+from abacus_ray.evaluation.results import KeyIndex, config_columns, key_of, write_cells, write_samples
 from abacus_ray.model.checkpoint import Checkpoint, load_checkpoint
 from abacus_ray.tasks.evalsets import eval_problems
 from abacus_ray.tasks.tokenizer import get_tokenizer
@@ -68,7 +68,7 @@ def score_cells(checkpoint: Checkpoint, cells: Sequence[Cell], eval_cfg: EvalCon
     cfg, model = checkpoint.config, checkpoint.model
     device = next(model.parameters()).device
     base = config_columns(cfg) | {"model_id": checkpoint.model_id, "run_id": run_id, "trial_id": trial_id,
-                                  "checkpoint": str(getattr(checkpoint, "path", "")) or None,
+                                  "checkpoint": getattr(checkpoint, "source", "") or str(getattr(checkpoint, "path", "")) or None,
                                   "device": _device_name(device)}
     rows: list[dict] = []
     sample_rows: list[dict] = []
@@ -129,7 +129,7 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
     if flush_every_cells < 1:
         raise ValueError(f"flush_every_cells: must be >= 1, got {flush_every_cells}")
     device = torch.device(device) if device is not None else default_device()
-    out_dir = Path(out_dir)
+    index = KeyIndex(out_dir)  # a local path or a URI; refreshed before every write (another writer's keys)
     stream = stream or sys.stderr
     planned: dict[int, list[Cell]] = {}
     if len(checkpoints) > 1:  # a bad checkpoint anywhere is refused before the first one's rows are written
@@ -140,7 +140,7 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
     for n_ckpt, path in enumerate(checkpoints, 1):
         ckpt = load_checkpoint(path, map_location=device)
         cells = planned[n_ckpt - 1] if planned else cells_for(ckpt.config, grids)
-        todo = missing_cells(ckpt.config, ckpt.model_id, cells, eval_cfg, done_keys(out_dir), device_type=device.type,
+        todo = missing_cells(ckpt.config, ckpt.model_id, cells, eval_cfg, index.refresh(), device_type=device.type,
                              samples=samples)
         report.skipped[ckpt.model_id] = len(cells) - len(todo)
         report.evaluated.setdefault(ckpt.model_id, 0)
@@ -154,29 +154,34 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
         pending, pending_samples = [], []
         last_flush = time.monotonic()
         for unit in work_units(todo, eval_cfg.per_cell, unit_tokens(eval_cfg, device.type), flush_every_cells):
-            rows, srows = score_cells(ckpt, unit, eval_cfg, samples=samples, run_id=run_id, trial_id=trial_id)
-            pending.extend(rows)
-            pending_samples.extend(srows)
-            bar.update(len(unit), sum(cell_cost(c, eval_cfg.per_cell) for c in unit))
+            cost = sum(cell_cost(c, eval_cfg.per_cell) for c in unit)
+            # another writer (a second `eval` on this RESULTS) may have scored some of these meanwhile
+            unit = missing_cells(ckpt.config, ckpt.model_id, unit, eval_cfg, index.refresh(),
+                                 device_type=device.type, samples=samples)
+            if unit:
+                rows, srows = score_cells(ckpt, unit, eval_cfg, samples=samples, run_id=run_id, trial_id=trial_id)
+                pending.extend(rows)
+                pending_samples.extend(srows)
+            bar.update(len(unit), cost)
             if time.monotonic() - last_flush >= flush_every_s or len(pending) >= flush_every_cells:
-                report.parts.extend(_flush(out_dir, pending, pending_samples))
-                report.evaluated[ckpt.model_id] += len(pending)
+                report.evaluated[ckpt.model_id] += _flush(index, pending, pending_samples, report.parts)
                 pending, pending_samples = [], []
                 last_flush = time.monotonic()
-        report.parts.extend(_flush(out_dir, pending, pending_samples))
-        report.evaluated[ckpt.model_id] += len(pending)
+        report.evaluated[ckpt.model_id] += _flush(index, pending, pending_samples, report.parts)
         bar.close()
     report.seconds = time.monotonic() - t_start
     return report
 
 
-def _flush(out_dir: Path, rows: list[dict], sample_rows: list[dict]) -> list[Path]:
-    """Samples first, then cells: a cell whose row is present always has its samples."""
-    parts = []
-    p = write_samples(out_dir, sample_rows)
-    if p is not None:
-        parts.append(p)
-    p = write_cells(out_dir, rows)
-    if p is not None:
-        parts.append(p)
-    return parts
+def _flush(index: KeyIndex, rows: list[dict], sample_rows: list[dict], parts: list) -> int:
+    """Write the rows whose key no other writer has written meanwhile; returns how many. Samples first,
+    then cells: a cell whose row is present always has its samples."""
+    rows = index.fresh(rows)
+    keys = {key_of(r) for r in rows}
+    sample_rows = [r for r in sample_rows if key_of(r) in keys]
+    samples_part = write_samples(index.loc, sample_rows)
+    part = write_cells(index.loc, rows)
+    parts.extend(p for p in (samples_part, part) if p is not None)
+    if part is not None:
+        index.wrote(part, keys)
+    return len(rows)
