@@ -24,6 +24,7 @@ from abacus_ray.cluster import runtime
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
 from abacus_ray.cluster.placement import DRIVER_CPU, PendingWatch, max_concurrency, worker_bundle
 from abacus_ray.cluster.search import scheduler, write_search
+from abacus_ray.cluster.timeline import write_timeline
 from abacus_ray.cluster.tracking import callbacks as tracking_callbacks
 from abacus_ray.cluster.tracking import log_evaluation
 from abacus_ray.cluster.trial import run_trial
@@ -121,6 +122,7 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
             continue
         finished.setdefault(run_name, (Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name]))
     failed = sorted(set(failed) - set(finished))
+    write_timeline(root, grid, by_name)  # where and when each trial ran: cluster.parquet
     if search is not None:
         table = write_search(root, grid, trials, search)
         stopped = sorted({r.config["run"] for r in grid if r.error is None} & set(failed))
