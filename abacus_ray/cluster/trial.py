@@ -105,10 +105,10 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], stor
         run_config=ray.train.RunConfig(
             name=f"train-{tune.get_context().get_trial_id()}",  # stable across Tuner.restore
             storage_path=storage,
+            storage_filesystem=filesystem,  # RAY: checkpoints go to the object store from the worker's node
             checkpoint_config=CheckpointConfig(num_to_keep=2),
             failure_config=FailureConfig(max_failures=MAX_FAILURES),
             callbacks=[TuneReportCallback()],
         ),
-            storage_filesystem=filesystem,  # RAY: checkpoints go to the object store from the worker's node
     )
     trainer.fit()
