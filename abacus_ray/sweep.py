@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,10 @@ from typing import Any
 from abacus_ray.config import ExperimentConfig, preset
 from abacus_ray.config.dicts import flatten
 
+# Trials one sweep command may expand to: 10x the largest paper figure's (fig9_data_size, 108 on the
+# paper preset). Every trial is a Tune trial with its own directory, checkpoints and MLflow run, and the
+# expansion builds each config (about a millisecond each): the bound keeps `--dry-run` within seconds.
+MAX_TRIALS = 1_000
 SEARCH_FILE = "search.parquet"  # a search's reports, beside the sweep's results/ (cluster/search.py)
 CLUSTER_FILE = "cluster.parquet"  # where and when each trial ran, beside results/ (cluster/timeline.py)
 
@@ -160,6 +165,7 @@ class Sweep:
             raise ValueError(f"--seeds: must be >= 1, got {n_seeds}")
         grids = grids or (s.grids if s.grids is not None else self.grids)
         keys = list(all_axes)
+        _check_trial_count(len(variants), [len(all_axes[k]) for k in keys], n_seeds)
         points = [{**base, **variant, **dict(zip(keys, values, strict=True)), "seed": seed, **(overrides or {})}
                   for variant in variants for values in itertools.product(*(all_axes[k] for k in keys))
                   for seed in range(n_seeds)]
@@ -172,6 +178,15 @@ class Sweep:
         flat = [flatten(c.to_dict()) for c in configs]
         shown = [k for k in flat[0] if k != "name" and len({repr(f[k]) for f in flat}) > 1] if flat else []
         return [Trial(c, {k: f[k] for k in shown}) for c, f in zip(configs, flat, strict=True)]
+
+
+def _check_trial_count(variants: int, axis_sizes: list[int], seeds: int) -> None:
+    """Refuse a cross product beyond MAX_TRIALS before any of it is built, naming what makes it big."""
+    points = variants * math.prod(axis_sizes)
+    if points * seeds > MAX_TRIALS:
+        culprit = "--seeds" if seeds > 1 and points <= MAX_TRIALS else "the sweep's axes"
+        raise ValueError(f"{culprit}: {points:,} configurations x {seeds:,} seeds = {points * seeds:,} trials, beyond "
+                         f"the bound of {MAX_TRIALS:,} trials per sweep")
 
 
 def best_point(rows: list[dict[str, Any]]) -> dict[str, Any]:

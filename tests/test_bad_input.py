@@ -255,7 +255,7 @@ OUT_OF_RANGE = [  # (key, values, culprit): tiny preset, one key changed
         ("injection", ("none", "first", "every")), ("norm", ("post", "pre")), ("init_state", ("noise", "zeros")))],
     ("task.name", _not_in(TASKS), "task.name"),
     ("task.train_max_len", st.integers(max_value=0), "task.train_max_len"),
-    ("task.train_max_len", st.integers(min_value=240, max_value=INT64 - 100), "model.abacus_table"),
+    ("task.train_max_len", st.integers(min_value=240, max_value=INT64 - 100), ("model.abacus_table", "task.train_max_len")),
     ("task.train_max_array", st.integers(max_value=0), "task.train_max_array"),
     ("task.pad_p", NEGATIVE | st.floats(min_value=1, allow_infinity=False), "task.pad_p"),
     ("task.index_hints", _not_in(("none", "cyclic", "noncyclic")), "task.index_hints"),

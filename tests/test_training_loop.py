@@ -121,25 +121,37 @@ def test_precision_and_loss_options_run():
 def _ddp_worker(rank, world, store, cfg_dict, out):
     torch.set_num_threads(1)
     from abacus_ray.config import ExperimentConfig
+    from abacus_ray.training import loop
 
+    drawn = []  # (n, k, Abacus offset) of every forward this rank planned
+    planned = loop.plan_calls
+
+    def recording(*args, **kwargs):
+        calls = planned(*args, **kwargs)
+        drawn.append([(c.n, c.k, c.abacus_offset) for c in calls])
+        return calls
+
+    loop.plan_calls = recording
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
         result = train(ExperimentConfig.from_dict(cfg_dict), process_group=dist.group.WORLD)
-        torch.save({"losses": result.losses, "params": params(result.model), "samples": result.metrics["samples"]},
-                   f"{out}.{rank}")
+        torch.save({"losses": result.losses, "params": params(result.model), "samples": result.metrics["samples"],
+                    "draws": drawn}, f"{out}.{rank}")
         dist.barrier()  # no rank tears gloo down while the other still talks (seen once: SIGABRT at exit)
     finally:
         dist.destroy_process_group()
 
 
 def test_ddp_two_gloo_ranks_match_one_process(tmp_path):
-    """Same global micro-batch (2 x 4 rows vs 1 x 8): the same losses up to reduction order."""
-    common = ["train.max_steps=6", "model.init_state=zeros", "train.global_batch=16"]
+    """Same global micro-batch (2 x 4 rows vs 1 x 8) and one shared draw of depth and offset: the same
+    losses up to reduction order."""
+    common = ["train.max_steps=6", "model.init_state=zeros", "train.global_batch=16", "train.worker_draws=shared"]
     single = train(small(*common, "train.micro_batch=8"))
     cfg = small(*common, "train.micro_batch=4")
     mp.spawn(_ddp_worker, args=(2, str(tmp_path / "store"), cfg.to_dict(), str(tmp_path / "out")), nprocs=2)
     ranks = [torch.load(tmp_path / f"out.{r}", weights_only=True) for r in range(2)]
     assert ranks[0]["losses"] == ranks[1]["losses"]  # every rank reports the global loss
+    assert ranks[0]["draws"] == ranks[1]["draws"]  # shared: one offset and depth per global micro-batch
     assert ranks[0]["samples"] == single.metrics["samples"]
     assert ranks[0]["losses"] == pytest.approx(single.losses, rel=1e-4, abs=1e-5)
     ref = params(single.model)
@@ -147,6 +159,33 @@ def test_ddp_two_gloo_ranks_match_one_process(tmp_path):
         for k, v in r["params"].items():
             torch.testing.assert_close(v, ref[k], rtol=1e-3, atol=1e-4)
 
+
+def test_ddp_workers_draw_their_own_offsets_and_depths(tmp_path):
+    """The default, as the official per-rank seeds (seed + 10 x rank): each of two workers draws its own
+    Abacus offset and progressive-loss depth per micro-batch; rank 0 draws what one worker would, and
+    the model stays one model (DDP averages the gradients)."""
+    from abacus_ray.model.positions import OffsetDraw
+    from abacus_ray.training.progressive import backprop_limit, micro_batch_generator, plan_calls
+
+    cfg = small("train.max_steps=4", "train.global_batch=16", "train.micro_batch=4")
+    assert cfg.train.worker_draws == "per_worker"
+    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "store"), cfg.to_dict(), str(tmp_path / "out")), nprocs=2)
+    ranks = [torch.load(tmp_path / f"out.{r}", weights_only=True) for r in range(2)]
+    draws = [r["draws"] for r in ranks]
+    assert len(draws[0]) == len(draws[1]) >= 4
+
+    def expected(rank):
+        limit = backprop_limit(cfg.model.recurrences, cfg.train.max_backprop)
+        return [[(c.n, c.k, c.abacus_offset) for c in plan_calls(
+            cfg.model.recurrences, limit, cfg.train.alpha, micro_batch_generator(cfg.seed, i, rank), OffsetDraw.of(cfg))]
+            for i in range(len(draws[0]))]
+
+    assert draws == [expected(0), expected(1)]
+    differ = sum(a != b for a, b in zip(*draws, strict=True))
+    assert differ >= len(draws[0]) // 2, draws
+    assert {d[0][2] for d in draws[1]} != {0}  # the second worker's offsets are drawn, not fixed
+    for k, v in ranks[0]["params"].items():
+        torch.testing.assert_close(v, ranks[1]["params"][k], rtol=0, atol=0)
 
 def test_compiled_training_survives_changing_depths_offsets_and_lengths(monkeypatch):
     """`train.compile` used to wrap the whole forward: after the first recompile the progressive loss's

@@ -17,7 +17,6 @@ import os
 import re
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -71,21 +70,19 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
 def error_text(e: BaseException) -> str:
     """One line naming the culprit: OS errors as `PATH: reason` rather than `[Errno N] reason: 'PATH'`.
 
-    An OS error that carries no path (`os.getcwd()` after the working directory was deleted, a
-    library's bare `OSError`) is named by the call that raised it and, when that is the case, by the
-    working directory that no longer exists.
+    Our own OS errors (`FileNotFoundError(f"{path}: no such ...")`) carry their path in the message and
+    are printed as they are. A system error that carries no path (`os.getcwd()` after the working
+    directory was deleted) says so, with the working directory when that is what no longer exists.
     """
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         return one_line(f"{e.filename}: {e.strerror}")
-    if isinstance(e, OSError):
-        frames = traceback.extract_tb(e.__traceback__)
-        where = f"{frames[-1].name}() in {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+    if isinstance(e, OSError) and e.strerror:
         try:
             os.getcwd()
             cwd = ""
         except OSError:
             cwd = f"; the working directory {os.environ.get('PWD', '')!r} no longer exists".replace(" ''", "")
-        return one_line(f"{e.strerror or e} (no path given; raised by {where}{cwd})")
+        return one_line(f"{e.strerror}{cwd}")
     return one_line(str(e)) or type(e).__name__
 
 
@@ -139,6 +136,17 @@ def check_device(name: str, flag: str = "--device") -> str:
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise CLIError(f"{flag}: {name} requested but this machine has {torch.cuda.device_count()} CUDA device(s)")
     return name
+
+
+def check_num_cpus(n: int | None, flag: str = "--num-cpus") -> int | None:
+    """CPUs for an embedded local Ray: at least 1, at most 8 per core of this machine (Ray would start a
+    worker process for every CPU it is told of once enough trials or evaluators are queued)."""
+    if n is None:
+        return None
+    bound = 8 * (os.cpu_count() or 1)
+    if not 1 <= n <= bound:
+        raise CLIError(f"{flag}: must be in 1..{bound:,} (8 per core of this machine), got {n:,}")
+    return n
 
 
 def build_parser() -> ArgumentParser:

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,7 @@ def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None)
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.cli import check_output_dir, leave_working_dir, parse_args
+    from abacus_ray.cli import check_num_cpus, check_output_dir, leave_working_dir, parse_args
 
     sweep = load_sweep(args.sweep)
     parsed = parse_args(build_parser(sweep), args.flags)
@@ -179,8 +180,11 @@ def handler(args: argparse.Namespace) -> int:
                                       "config": t.config.to_dict()} for t in trials]},
                          indent=2))
         return 0
-    if parsed.num_cpus is not None and parsed.num_cpus < 1:
-        raise ValueError(f"--num-cpus: must be >= 1, got {parsed.num_cpus}")
+    check_num_cpus(parsed.num_cpus)
+    if parsed.address is None and not os.environ.get("RAY_ADDRESS"):  # the embedded Ray: trials train here
+        from abacus_ray.training.loop import check_fits_here
+
+        check_fits_here([t.config for t in trials])
     if parsed.tracking == "wandb" and importlib.util.find_spec("wandb") is None:  # before any Ray starts
         raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)")
     if "://" not in parsed.storage:

@@ -174,8 +174,11 @@ def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *
                 if progress:
                     el, done = time.monotonic() - t0, len(done_cells)
                     eta = el / done * (n_cells - done) if done else float("nan")
-                    print(f"\rgrid eval: {done}/{n_cells} cells, {el:.0f}s elapsed, ETA {eta:.0f}s", end="",
-                          file=sys.stderr, flush=True)
+                    line = f"grid eval: {done}/{n_cells} cells, {el:.0f}s elapsed, ETA {eta:.0f}s"
+                    if sys.stderr.isatty():  # redrawn in place on a terminal; a line each in a log file
+                        print("\r" + line, end="", file=sys.stderr, flush=True)
+                    else:
+                        print(line, file=sys.stderr, flush=True)
             break
         except (ray.exceptions.RayError, ray.exceptions.RaySystemError) as e:  # RAY: an actor or node lost
             items = _left(items, done_cells)
@@ -184,7 +187,7 @@ def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *
             print(f"\ngrid eval: {type(e).__name__} (a node or actor lost?); running the {sum(len(t['i']) for t in items)} "
                   f"missing cells again on the nodes left (attempt {attempt + 1} of {ATTEMPTS})", file=sys.stderr)
             time.sleep(RETRY_WAIT_S * attempt)
-    if progress:
+    if progress and sys.stderr.isatty():
         print(file=sys.stderr)
     report.seconds = time.monotonic() - t0
     return report

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abacus_ray.config import bounds
 from abacus_ray.config.dicts import check, check_choice
 
 TRAINERS = ("torch", "function")
@@ -48,6 +49,9 @@ class ClusterConfig:
         check(self.workers >= 1, "cluster.workers", f"must be >= 1, got {self.workers}")
         check(self.cpus_per_worker > 0, "cluster.cpus_per_worker", f"must be > 0, got {self.cpus_per_worker}")
         check(self.gpus_per_worker > 0, "cluster.gpus_per_worker", f"must be > 0, got {self.gpus_per_worker}")
+        bounds.check_at_most(self.workers, bounds.MAX_WORKERS, "cluster.workers")
+        bounds.check_at_most(self.cpus_per_worker, bounds.MAX_WORKER_CPUS, "cluster.cpus_per_worker")
+        bounds.check_at_most(self.gpus_per_worker, bounds.MAX_WORKER_GPUS, "cluster.gpus_per_worker")
         check_choice(self.trainer, "cluster.trainer", TRAINERS)
         check_choice(self.placement, "cluster.placement", PLACEMENTS)
         parse_resources(self.resources)

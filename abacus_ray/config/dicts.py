@@ -8,6 +8,7 @@ round-trips through a nested dict of plain values. Unknown keys and badly typed 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import types
@@ -18,7 +19,9 @@ T = TypeVar("T")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
+@functools.cache
 def _field_types(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a config class (cached: resolving them dominates building a config)."""
     return typing.get_type_hints(cls)
 
 

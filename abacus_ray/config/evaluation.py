@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abacus_ray.config import bounds
 from abacus_ray.config.dicts import check, check_choice
 from abacus_ray.config.train import PRECISIONS
 
@@ -34,13 +35,19 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         check(self.per_cell >= 1, "eval.per_cell", f"must be >= 1, got {self.per_cell}")
+        bounds.check_at_most(self.per_cell, bounds.MAX_PER_CELL, "eval.per_cell")
         check_choice(self.engine, "eval.engine", ENGINES)
         check(self.recurrences is None or self.recurrences >= 1, "eval.recurrences",
               f"must be >= 1, got {self.recurrences}")
+        bounds.check_at_most(self.recurrences or 1, bounds.MAX_RECURRENCES, "eval.recurrences")
         check_choice(self.precision, "eval.precision", PRECISIONS)
         check_choice(self.hint_scoring, "eval.hint_scoring", HINT_SCORINGS)
         check(all(n >= 1 for n in self.probe_lengths), "eval.probe_lengths",
               f"lengths must be >= 1, got {list(self.probe_lengths)}")
+        bounds.check_at_most(len(self.probe_lengths), bounds.MAX_PROBE_LENGTHS, "eval.probe_lengths")
+        bounds.check_at_most(max(self.probe_lengths, default=1), bounds.MAX_LENGTH, "eval.probe_lengths")
+        bounds.check_at_most(self.probe_per_cell, bounds.MAX_PER_CELL, "eval.probe_per_cell")
+        bounds.check_at_most(self.token_budget, bounds.MAX_TOKEN_BUDGET, "eval.token_budget")
         check(self.probe_every >= 1, "eval.probe_every", f"must be >= 1, got {self.probe_every}")
         check(self.probe_per_cell >= 1, "eval.probe_per_cell", f"must be >= 1, got {self.probe_per_cell}")
         check(self.token_budget >= 0, "eval.token_budget", f"must be >= 0 (0 = auto), got {self.token_budget}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from abacus_ray.config import bounds
 from abacus_ray.config.dicts import check, check_choice
 
 POSITIONS = ("abacus", "fire", "rope", "nope", "learned", "abacus+fire", "abacus+rope")
@@ -50,6 +51,11 @@ class ModelConfig:
         for key in ("layers", "recurrences", "hidden", "intermediate", "heads", "abacus_table"):
             v = getattr(self, key)
             check(v >= 1, f"model.{key}", f"must be >= 1, got {v}")
+        for key, bound in (("layers", bounds.MAX_LAYERS), ("recurrences", bounds.MAX_RECURRENCES),
+                           ("hidden", bounds.MAX_HIDDEN), ("intermediate", bounds.MAX_INTERMEDIATE),
+                           ("heads", bounds.MAX_HEADS), ("abacus_table", bounds.MAX_TABLE),
+                           ("fire_max_length", bounds.MAX_POSITIONS)):
+            bounds.check_at_most(getattr(self, key), bound, f"model.{key}")
         check(self.hidden % self.heads == 0, "model.heads",
               f"{self.heads} heads do not divide model.hidden={self.hidden}")
         check(self.intermediate % 2 == 0, "model.intermediate", f"must be even (GLU halves it), got {self.intermediate}")
@@ -59,6 +65,7 @@ class ModelConfig:
         check(self.fire_max_length >= 0, "model.fire_max_length", f"must be >= 0, got {self.fire_max_length}")
         check(self.eval_recurrences is None or self.eval_recurrences >= 1, "model.eval_recurrences",
               f"must be >= 1, got {self.eval_recurrences}")
+        bounds.check_at_most(self.eval_recurrences or 1, bounds.MAX_RECURRENCES, "model.eval_recurrences")
         if self.positions in ("rope", "abacus+rope"):
             check((self.hidden // self.heads) % 2 == 0, "model.heads", "RoPE needs an even head dimension")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abacus_ray.config import bounds
 from abacus_ray.config.dicts import check, check_choice
 
 TASKS = ("add", "sub", "mul", "addsub", "sort", "or")
@@ -28,6 +29,8 @@ class TaskConfig:
         check_choice(self.name, "task.name", TASKS)
         check(self.train_max_len >= 1, "task.train_max_len", f"must be >= 1, got {self.train_max_len}")
         check(self.train_max_array >= 1, "task.train_max_array", f"must be >= 1, got {self.train_max_array}")
+        bounds.check_at_most(self.train_max_len, bounds.MAX_LENGTH, "task.train_max_len")
+        bounds.check_at_most(self.train_max_array, bounds.MAX_ARRAY, "task.train_max_array")
         check(0.0 <= self.pad_p < 1.0, "task.pad_p", f"must be in [0, 1), got {self.pad_p}")
         check_choice(self.index_hints, "task.index_hints", HINTS)
         check(self.index_hints == "none" or self.name in ("add", "sub", "addsub"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abacus_ray.config import bounds
 from abacus_ray.config.dicts import check, check_choice
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16", "bf16-pure")  # bf16-pure: evaluation only
@@ -74,6 +75,8 @@ class TrainConfig:
         check(0 <= self.warmup <= 1 and 0 <= self.cooldown <= 1 and self.warmup + self.cooldown <= 1,
               "train.warmup", f"warmup {self.warmup} + cooldown {self.cooldown} must lie in [0, 1]")
         check(self.micro_batch >= 1, "train.micro_batch", f"must be >= 1, got {self.micro_batch}")
+        bounds.check_at_most(self.micro_batch, bounds.MAX_MICRO_BATCH, "train.micro_batch")
+        bounds.check_at_most(self.global_batch, bounds.MAX_GLOBAL_BATCH, "train.global_batch")
         check(self.global_batch >= self.micro_batch, "train.global_batch",
               f"{self.global_batch} is smaller than train.micro_batch={self.micro_batch}")
         check(0 <= self.batch_ramp <= 1, "train.batch_ramp", f"must be in [0, 1], got {self.batch_ramp}")
@@ -83,6 +86,7 @@ class TrainConfig:
         check(0 <= self.alpha <= 1, "train.alpha", f"must be in [0, 1], got {self.alpha}")
         check(self.max_backprop is None or self.max_backprop >= 1, "train.max_backprop",
               f"must be >= 1, got {self.max_backprop}")
+        bounds.check_at_most(self.max_backprop or 1, bounds.MAX_RECURRENCES, "train.max_backprop")
         check_choice(self.loss_reduction, "train.loss_reduction", REDUCTIONS)
         check(self.report_every_s > 0, "train.report_every_s", f"must be > 0, got {self.report_every_s}")
         check(self.checkpoint_every_min > 0, "train.checkpoint_every_min",

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from abacus_ray.config.bounds import MAX_LENGTH
 from abacus_ray.config.dicts import shown
 from abacus_ray.config.task import EVAL_TASKS, TASKS
 
@@ -89,8 +90,8 @@ def diagonal(lengths) -> tuple[tuple[int, int], ...]:
 _NUM = r"([0-9]{1,18})"  # ASCII digits only; longer numbers are beyond any bound below anyway
 _RANGE = re.compile(rf"^\s*{_NUM}\s*(?:-\s*{_NUM}\s*(?::\s*{_NUM}\s*)?)?$")
 # Bounds that keep a typo (`1-1000000000`) from materialising billions of cells: far beyond any
-# length a transformer here can be scored on (the paper stops at 1000 digits, 10,060 cells a grid).
-MAX_LENGTH = 100_000
+# length a transformer here can be scored on (the paper stops at 1000 digits, 10,060 cells a grid);
+# MAX_LENGTH (config/bounds.py) also bounds the training length.
 MAX_CELLS = 1_000_000
 
 

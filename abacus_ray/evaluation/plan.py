@@ -20,6 +20,7 @@ from abacus_ray.config.train import resolved_precision
 from abacus_ray.evaluation.grids import Cell, Grid
 from abacus_ray.evaluation.results import done_keys, key_of
 from abacus_ray.model.checkpoint import META_FILE, read_checkpoint_config, read_json, resolve_checkpoint
+from abacus_ray.model.memory import check_eval_fits
 from abacus_ray.storage import Location
 
 
@@ -106,6 +107,17 @@ def cell_cost(cell: Cell, per_cell: int) -> float:
     else:
         line = i + j + max(i, j) + 4
     return float(line * (min(per_cell, min(i, j)) if cell.task == "or" else per_cell))
+
+
+def check_eval_memory(cfg: ExperimentConfig, cells: Sequence[Cell], eval_cfg: EvalConfig, device: Any) -> None:
+    """Refuse before scoring when the largest of `cells` cannot fit `device` (model/memory.py): its
+    problems, their initial-state noise and the weights are held at once."""
+    if not cells:
+        return
+    worst = max(cells, key=lambda c: cell_cost(c, eval_cfg.per_cell))
+    length = int(cell_cost(worst, 1))
+    check_eval_fits(cfg, device, rows=int(cell_cost(worst, eval_cfg.per_cell)) // length, length=length,
+                    token_budget=eval_cfg.token_budget or 8192)
 
 
 def unit_tokens(eval_cfg: EvalConfig, device_type: str) -> int:

@@ -209,6 +209,18 @@ def score_problem_set(checkpoint, problems: ProblemSet, eval_cfg: EvalConfig, *,
     return cell_rows, problem_rows
 
 
+def check_problems_memory(cfg: ExperimentConfig, problems: ProblemSet, eval_cfg: EvalConfig, device) -> None:
+    """Refuse before the weights are loaded when the file's problems cannot be scored at once on `device`
+    (model/memory.py): each cell is padded to its longest line, and a task's cells are scored together."""
+    from abacus_ray.model.memory import check_eval_fits
+
+    groups = problems.cells()
+    tokens = sum(len(ps) * max(len(p.problem.prompt) + len(p.problem.answer) + 1 for p in ps) for ps in groups.values())
+    rows = max(len(problems.problems), 1)
+    check_eval_fits(cfg, device, rows=rows, length=-(-tokens // rows), token_budget=eval_cfg.token_budget or 8192,
+                    key="--problems")
+
+
 def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path, eval_cfg: EvalConfig,
                           out_dir: str | Path, *, device=None, run_id: str | None = None) -> tuple[int, int, object]:
     """Score a problem file on one checkpoint into `out_dir`; returns (problems, correct, problem part),
@@ -240,6 +252,7 @@ def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path
         if model_id in set(earlier["model_id"]):
             return 0, 0, None  # this file on this model is already scored
     device = torch.device(device) if device is not None else default_device()
+    check_problems_memory(read_checkpoint_config(path), problems, eval_cfg, device)
     ckpt = load_checkpoint(path, map_location=device)
     cell_rows, problem_rows = score_problem_set(ckpt, problems, eval_cfg, run_id=run_id)
     part = write_problems(out_dir, problem_rows)  # problems first: a cell row always has its problems

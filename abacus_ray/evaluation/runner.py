@@ -26,6 +26,7 @@ from abacus_ray.evaluation.grids import Cell, Grid
 from abacus_ray.evaluation.plan import (
     cell_cost,
     cells_for,
+    check_eval_memory,
     missing_cells,
     settings_for,
     unit_tokens,
@@ -77,6 +78,7 @@ def score_cells(checkpoint: Checkpoint, cells: Sequence[Cell], eval_cfg: EvalCon
         by_task.setdefault(c.task, []).append(c)
     for task, task_cells in by_task.items():
         s = settings_for(cfg, eval_cfg, device.type, task, samples=samples)
+        check_eval_memory(cfg, task_cells, eval_cfg, device)
         prepared = prepare(cfg, task_cells, s.per_cell, s.eval_seed, s.scoring)
         outcomes = run_cells(model, prepared, engine=s.engine, recurrences=s.recurrences, require_eos=s.require_eos,
                              token_budget=s.token_budget or None, precision=s.precision)
@@ -134,12 +136,15 @@ def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], ev
     planned: dict[int, list[Cell]] = {}
     if len(checkpoints) > 1:  # a bad checkpoint anywhere is refused before the first one's rows are written
         for n, path in enumerate(checkpoints):
-            planned[n] = cells_for(load_checkpoint(path, map_location="cpu").config, grids)
+            cfg = load_checkpoint(path, map_location="cpu").config
+            planned[n] = cells_for(cfg, grids)
+            check_eval_memory(cfg, planned[n], eval_cfg, device)
     report = EvalReport()
     t_start = time.monotonic()
     for n_ckpt, path in enumerate(checkpoints, 1):
         ckpt = load_checkpoint(path, map_location=device)
         cells = planned[n_ckpt - 1] if planned else cells_for(ckpt.config, grids)
+        check_eval_memory(ckpt.config, cells, eval_cfg, device)  # before any row is written
         todo = missing_cells(ckpt.config, ckpt.model_id, cells, eval_cfg, index.refresh(), device_type=device.type,
                              samples=samples)
         report.skipped[ckpt.model_id] = len(cells) - len(todo)

@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 import uuid
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,8 +196,31 @@ def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # truncated zip, garbage bytes, or a pickle that is not weights-only
-        first = " ".join(str(e).split())[:300]
-        raise ValueError(f"{path}: not a readable weights-only torch file ({type(e).__name__}: {first})") from None
+        raise ValueError(f"{path}: not a readable weights-only torch file: {_what_it_is(path, e)}") from None
+
+
+def _what_it_is(path: Path, e: Exception) -> str:
+    """What a file that `torch.load(weights_only=True)` refused is, in words (torch's own messages name
+    a byte (`KeyError: 101`), say `EOFError`, or advise loading with weights_only=False)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+    if size == 0:
+        return "the file is empty (0 bytes)"
+    if head.startswith(b"PK\x03\x04") and not zipfile.is_zipfile(path):
+        return f"a truncated zip archive ({size:,} bytes, its end-of-archive directory is missing)"
+    name = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
+    if name:  # a pickle that would build something besides tensors: it is refused, never run
+        return (f"it holds pickled Python objects besides tensors (it names {name.group(1)}), which a "
+                "weights-only load refuses to build; nothing in it was run")
+    text = head.decode("utf-8", errors="replace")
+    if "\ufffd" not in text and all(c.isprintable() or c in "\t\r\n" for c in text):
+        return f"a text file ({size:,} bytes, starting {text.splitlines()[0][:40]!r})"
+    if isinstance(e, EOFError) or head[:1] == b"\x80":  # the pickle protocol marker of the legacy format
+        return f"a truncated or corrupt pickle ({size:,} bytes)"
+    if zipfile.is_zipfile(path):
+        return f"a damaged zip archive ({size:,} bytes: {' '.join(str(e).split())[:200]})"
+    return f"not a torch file ({size:,} bytes, starting {head[:8].hex(' ')})"
 
 
 def read_json(path: Path | Location) -> dict:

@@ -78,15 +78,23 @@ def plan(cfg: ExperimentConfig, workers: int = 1) -> dict:
     tc = cfg.train
     samples, flops = sample_limit(cfg)
     steps = tc.max_steps
-    if samples is not None:  # the ramp follows the sample fraction: step through it (exact, no clock)
-        steps, seen, mbs_eff = 0, 0, tc.micro_batch * workers
-        while seen < samples and (tc.max_steps is None or steps < tc.max_steps):
-            batch = ramped_batch_size(seen / samples, tc.global_batch, mbs_eff, tc.batch_ramp)
-            seen += accumulation_steps(batch, mbs_eff) * mbs_eff
-            steps += 1
+    if samples is not None:
+        steps = _optimizer_steps(samples, tc.max_steps, tc.micro_batch * workers, tc.global_batch, tc.batch_ramp)
     return {"a4000_hours": tc.budget_a4000_hours, "model_flops": flops, "samples": samples,
             "optimizer_steps": steps, "workers": workers, "device_hours": tc.budget_hours,
             "wall_hours": None if tc.budget_hours is None else tc.budget_hours / workers}
+
+
+@functools.lru_cache(maxsize=256)
+def _optimizer_steps(samples: int, max_steps: int | None, mbs_eff: int, global_batch: int, batch_ramp: float) -> int:
+    """Optimiser steps until `samples` are seen: the ramp follows the sample fraction, so step through it
+    (exact, no clock); cached, as a sweep's trials mostly share one schedule (seeds, embeddings)."""
+    steps = seen = 0
+    while seen < samples and (max_steps is None or steps < max_steps):
+        batch = ramped_batch_size(seen / samples, global_batch, mbs_eff, batch_ramp)
+        seen += accumulation_steps(batch, mbs_eff) * mbs_eff
+        steps += 1
+    return steps
 
 
 @dataclass

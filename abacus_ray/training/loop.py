@@ -32,6 +32,7 @@ from torch import nn
 
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.model import checkpoint as ckpt
+from abacus_ray.model.memory import check_training_fits
 from abacus_ray.model.positions import OffsetDraw
 from abacus_ray.model.precision import resolve_precision
 from abacus_ray.training.budget import Budget
@@ -70,6 +71,21 @@ def _check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path)
                 diff = [k for k in mine if mine[k] != theirs.get(k)]
                 section = f"{section}.{diff[0]}" if diff else section
             raise ValueError(f"resume_from: {path} was trained with a different {section}")
+
+
+def check_fits(cfg: ExperimentConfig, device: str | torch.device) -> None:
+    """Refuse a model or a micro-batch that cannot fit `device` (model/memory.py), before anything is built."""
+    from abacus_ray.tasks.stream import padded_length
+
+    grad = backprop_limit(cfg.model.recurrences, cfg.train.max_backprop)
+    check_training_fits(cfg, device, grad, padded_length(cfg.task))
+
+
+def check_fits_here(configs: list[ExperimentConfig]) -> None:
+    """`check_fits` for runs that will train on this machine, each model and batch once: on its GPU
+    where a run asks for one and the machine has one, else on its CPU."""
+    for cfg in dict.fromkeys(c.replace(name="", seed=0, eval=type(c.eval)()) for c in configs):
+        check_fits(cfg, "cuda" if cfg.cluster.use_gpu and torch.cuda.is_available() else "cpu")
 
 
 def _resolve_device(device: str | torch.device) -> torch.device:
@@ -357,4 +373,6 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
         and the model goes back to train mode, so the trained weights are the same with or without it.
     """
     root = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    return _Session(cfg, _resolve_device(device), process_group, report, root, resume_from, probe).run()
+    device = _resolve_device(device)
+    check_fits(cfg, device)
+    return _Session(cfg, device, process_group, report, root, resume_from, probe).run()

@@ -7,9 +7,12 @@ With the paper's alpha = 1 the full pass is never computed, so e.g. a 1x16 model
 through at most 8 recurrences and reaches its full depth only 17 % of the time. `throttle` is a
 constant loss multiplier (1 + min(R/4, M/2)) / M, not a per-recurrence gradient division.
 
-Draws come from a generator seeded by (run seed, micro-batch index), not from the global RNG, so
-every DDP rank runs the same depth and Abacus offset for its slice of a global micro-batch and a
-resumed run redraws exactly what it would have drawn.
+Draws come from a generator seeded by (run seed, micro-batch index, rank), not from the global RNG,
+so a resumed run redraws exactly what it would have drawn. By default each DDP rank draws its own depth
+and Abacus offset for its slice of a global micro-batch, as the official code does (every rank seeded
+with seed + 10 x rank: eight workers see eight offsets per step); `train.worker_draws=shared` keys
+every rank's generator on rank 0, so the whole global micro-batch shares one draw. Rank 0 draws the
+same either way, so a single worker is unaffected.
 """
 
 from __future__ import annotations
@@ -47,9 +50,11 @@ def throttle_factor(recurrences: int, limit: int) -> float:
     return (1 + min(recurrences / 4, limit / 2)) / limit
 
 
-def micro_batch_generator(seed: int, index: int) -> torch.Generator:
-    """A CPU generator determined by (seed, micro-batch index) alone."""
-    state = np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, index, 0xABAC]).generate_state(2)
+def micro_batch_generator(seed: int, index: int, rank: int = 0) -> torch.Generator:
+    """A CPU generator determined by (seed, micro-batch index, drawing rank) alone; rank 0's stream does not
+    depend on how many workers there are."""
+    words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, index, 0xABAC] + ([rank] if rank else [])
+    state = np.random.SeedSequence(words).generate_state(2)
     return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
