@@ -74,7 +74,11 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
                    help="a wall-clock limit per trial in device-hours: wall hours x devices (GPU-hours on GPUs), "
                         "so 24 on 8 workers stops after 3 wall-hours; the paper preset's budget is in A4000-hours "
                         "of model FLOPs (train.budget_a4000_hours), the same samples on any GPU")
-    p.add_argument("--storage", default="results", help="root directory for trials, checkpoints and Parquet results")
+    p.add_argument("--storage", default="results",
+                   help="where trials, checkpoints and Parquet results go: a directory (one machine, or a mount every "
+                        "node sees) or an object store URI, s3://BUCKET/PREFIX (AWS credentials from the standard "
+                        "variables or ~/.aws; an S3-compatible server from AWS_ENDPOINT_URL or "
+                        "?endpoint_override=HOST:PORT&scheme=http) or gs://BUCKET/PREFIX; probed before Ray starts")
     p.add_argument("--address", default=None,
                    help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray on 127.0.0.1)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -98,8 +102,12 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
                    help="print the expanded trials (name, swept values, full resolved config) as JSON; start nothing")
     p.add_argument("--no-eval", action="store_true", help="train only")
     p.add_argument("--tracking", choices=("mlflow", "wandb", "none"), default="mlflow",
-                   help="experiment tracking, one run per trial: mlflow (default; a local store in the sweep's "
-                        "mlruns/, `mlflow ui --backend-store-uri DIR/mlruns --host 127.0.0.1`), wandb (offline), none")
+                   help="experiment tracking, one run per trial: mlflow (default; a SQLite store, the sweep's "
+                        "mlflow.db: under --storage when it is a directory, else on this machine under "
+                        "~/.abacus-ray/ (the path is printed); `mlflow ui --backend-store-uri sqlite:///PATH "
+                        "--host 127.0.0.1`), wandb (offline), none")
+    p.add_argument("--tracking-uri", default=None, metavar="URI",
+                   help="an MLflow tracking server (http://HOST:PORT) to log to instead of the local SQLite store")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the dashboards")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray (default: all)")
     return p
@@ -107,14 +115,14 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
 
 def confirmation(sweep: Sweep, args: argparse.Namespace) -> Sweep:
     """`--confirm`: the search's best finished point (highest last probe) as a plain sweep to retrain."""
-    import pyarrow.parquet as pq
 
+    from abacus_ray import storage
     from abacus_ray.sweep import best_point
 
-    path = Path(args.storage) / sweep.name / SEARCH_FILE
-    if not path.is_file():
+    path = storage.resolve(args.storage, flag="--storage") / sweep.name / SEARCH_FILE
+    if not storage.is_file(path):
         raise FileNotFoundError(2, f"no finished search of {sweep.name} to confirm (run it first)", str(path))
-    return sweep.confirmation(args.preset, best_point(pq.read_table(path).to_pylist()))
+    return sweep.confirmation(args.preset, best_point(storage.read_parquet(path).to_pylist()))
 
 
 def search_of(sweep: Sweep, args: argparse.Namespace) -> Search | None:
@@ -159,13 +167,15 @@ def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None)
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.cli import check_num_cpus, check_output_dir, leave_working_dir, parse_args
+    from abacus_ray import storage
+    from abacus_ray.cli import check_num_cpus, leave_working_dir, parse_args
 
     sweep = load_sweep(args.sweep)
     parsed = parse_args(build_parser(sweep), args.flags)
     if isinstance(parsed, int):  # --help (0) or a one-line usage error (2)
         return parsed
     if getattr(parsed, "confirm", False):
+        storage.probe(parsed.storage, "--storage")  # a bad URI in one line, before its search is read
         sweep = confirmation(sweep, parsed)
     search = search_of(sweep, parsed)
     trials = expand(sweep, parsed, search)
@@ -187,20 +197,26 @@ def handler(args: argparse.Namespace) -> int:
         check_fits_here([t.config for t in trials])
     if parsed.tracking == "wandb" and importlib.util.find_spec("wandb") is None:  # before any Ray starts
         raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)")
-    if "://" not in parsed.storage:
-        check_output_dir(parsed.storage, "--storage")
+    if parsed.tracking_uri is not None and (parsed.tracking != "mlflow" or "://" not in parsed.tracking_uri):
+        raise ValueError(f"--tracking-uri: {parsed.tracking_uri!r} is not an MLflow server URI (http://HOST:PORT) "
+                         "or --tracking is not mlflow")
+    loc = storage.probe(parsed.storage, "--storage")  # one line and exit 2 for bad storage, before Ray starts
     from abacus_ray.cluster.driver import run_sweep
 
-    storage = Path(parsed.storage).resolve()
-    leave_working_dir(storage)
-    root = run_sweep(sweep.name, parsed.preset, trials, storage=storage, address=parsed.address,
+    local = storage.driver_dir(loc, sweep.name)  # the sweep's directory, or this machine's for a bucket
+    leave_working_dir(local)
+    home = parsed.tracking_uri or local
+    if parsed.tracking == "mlflow" and not loc.local:
+        print(f"{sweep.name}: MLflow store {home if parsed.tracking_uri else local / 'mlflow.db'} (SQLite cannot "
+              "live in a bucket: it stays on this machine)", file=sys.stderr)
+    root = run_sweep(sweep.name, parsed.preset, trials, storage=loc, address=parsed.address,
                      evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
                      eval_recurrences=sweep.eval_recurrences_for(parsed.preset), tracking=parsed.tracking,
-                     search=search)
-    if not parsed.no_dashboard and (root / "results").exists():
+                     search=search, tracking_home=home)
+    if not parsed.no_dashboard and storage.is_dir(root / "results"):
         from dashboards.build import build_site
 
-        print(f"{sweep.name}: dashboard {build_site(root / 'results', root / 'dashboard')}", file=sys.stderr)
+        print(f"{sweep.name}: dashboard {build_site(root / 'results', local / 'dashboard')}", file=sys.stderr)
     print(f"{sweep.name}: results in {root}")
     return 0
 

@@ -1,6 +1,8 @@
 """The main job on Ray: a Tune sweep of Train trials, then Ray Data grid evaluation into Parquet.
 
-Layout under `{storage}/{sweep}/`: `sweep.json` (the expanded trials' resolved configs; a rerun must
+`{storage}` is a `abacus_ray.storage.Location`: a local directory (one machine, or a mount every node
+sees: checked by `cluster/shared_dir.py`) or an object-store URI, handed to Tune and Train as their
+`storage_path` + `storage_filesystem`. Layout under `{storage}/{sweep}/`: `sweep.json` (the expanded trials' resolved configs; a rerun must
 match it), `tune/` (Tune's experiment state, what `Tuner.restore` reads), `train/` (one Ray Train run
 per trial, holding its checkpoints) and `results/` (the Parquet dataset). Rerunning the same command
 resumes: finished trials are kept, unfinished ones continue from their latest checkpoint, and only
@@ -20,10 +22,12 @@ from typing import Any
 from ray import tune
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
+from abacus_ray import storage as storage_module
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
 from abacus_ray.cluster.placement import DRIVER_CPU, PendingWatch, max_concurrency, worker_bundle
 from abacus_ray.cluster.search import scheduler, write_search
+from abacus_ray.cluster.shared_dir import check_every_node_sees
 from abacus_ray.cluster.timeline import write_timeline
 from abacus_ray.cluster.tracking import callbacks as tracking_callbacks
 from abacus_ray.cluster.tracking import log_evaluation
@@ -32,6 +36,7 @@ from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
 from abacus_ray.evaluation.plan import Source, plan_items
 from abacus_ray.model.checkpoint import latest_checkpoint
+from abacus_ray.storage import Location
 from abacus_ray.sweep import Search, Trial
 
 MAX_TRIAL_FAILURES = 3  # a trial whose driver died (its node lost) restarts, resuming its Train run
@@ -45,37 +50,40 @@ def trial_resources(cfg: ExperimentConfig) -> tune.PlacementGroupFactory:
     return tune.PlacementGroupFactory([worker_bundle(cfg.cluster)])
 
 
-def _check_same_sweep(root: Path, spec: dict[str, Any]) -> None:
+def _check_same_sweep(root: Location, spec: dict[str, Any]) -> None:
     path = root / "sweep.json"
-    if path.exists():
-        old = json.loads(path.read_text())
+    if storage_module.exists(path):
+        old = json.loads(storage_module.read_text(path))
         if old != spec:
             raise ValueError(f"--storage: {root} holds a different sweep (other trials or preset); "
                              "use another --storage or delete that directory")
     else:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(spec, indent=2, sort_keys=True))
-        tmp.replace(path)
+        storage_module.write_text(path, json.dumps(spec, indent=2, sort_keys=True))  # atomic: rename or one PUT
 
 
-def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
-              tracking: str = "mlflow", search: Search | None = None) -> list[tuple[Source, ExperimentConfig]]:
+def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
+              tracking: str = "mlflow", search: Search | None = None,
+              tracking_home: Path | str | None = None) -> list[tuple[Source, ExperimentConfig]]:
     """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials.
 
     With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and the
     search's reports are written to `search.parquet`; only trials that ran their whole budget are returned.
+    `tracking_home`: the MLflow store (a local directory, or a server's URI), by default `root` on a local
+    disk.
     """
     by_name = {t.name: t.config for t in trials}
+    home = tracking_home or root.as_path()
     limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
     _check_same_sweep(root, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
+    train_path, fs = (root / "train").ray_storage  # RAY: Train's storage_path + storage_filesystem
     trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
-        tune.with_parameters(run_trial, configs=by_name, storage=str(root / "train")),
+        tune.with_parameters(run_trial, configs=by_name, storage=train_path, filesystem=fs),
         lambda params: trial_resources(by_name[params["run"]]))
     exp = root / "tune"
-    if tune.Tuner.can_restore(str(exp)):
+    if tune.Tuner.can_restore(exp.path, storage_filesystem=fs):
         print(f"{name}: resuming {exp}", file=sys.stderr)
-        tuner = tune.Tuner.restore(str(exp), trainable, resume_errored=True)  # RAY: resume the sweep
+        tuner = tune.Tuner.restore(exp.path, trainable, resume_errored=True,  # RAY: resume the sweep
+                                   storage_filesystem=fs)
     else:
         # RAY: one trial per expanded point. The param space holds the swept values themselves (the status
         # table's columns); the searcher replays exactly the points, and each trial finds its config by `run`.
@@ -90,9 +98,9 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
             tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
                 points_to_evaluate=points, max_concurrent=limit),
                 scheduler=scheduler(search, trials) if search is not None else None),  # RAY: ASHA
-            run_config=tune.RunConfig(name="tune", storage_path=str(root), verbose=1,
+            run_config=tune.RunConfig(name="tune", storage_path=root.path, storage_filesystem=fs, verbose=1,
                                       failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES),
-                                      callbacks=tracking_callbacks(tracking, root, name, by_name)),
+                                      callbacks=tracking_callbacks(tracking, home, name, by_name)),
         )
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
     watch.start()
@@ -109,10 +117,12 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
         run_name = result.config["run"]
         metrics = result.metrics or {}
         trial_id = metrics.get("trial_id")
-        path = metrics.get("checkpoint_path")  # the TorchTrainer's last reported checkpoint
+        path = metrics.get("checkpoint_path")  # the TorchTrainer's last reported checkpoint (a path in `fs`)
         if path is None and result.checkpoint is not None:  # `function` trials: Tune's own checkpoint
             path = result.checkpoint.path
-        if path is None and trial_id:  # fall back to the Train run's newest checkpoint on disk
+        if path is not None:
+            path = root.at(path).uri  # the URI on an object store: what the evaluators and MLflow get
+        if path is None and trial_id:  # fall back to the Train run's newest checkpoint in storage
             found = latest_checkpoint(root / "train" / f"train-{trial_id}")
             path = str(found) if found else None
         # An interrupted sweep returns running trials too: only a trial whose last report says
@@ -134,17 +144,23 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Path,
     return list(finished.values())
 
 
-def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Path, address: str | None = None,
-              evaluate: bool = True, num_cpus: int | None = None, eval_recurrences: tuple[int, ...] = (),
-              tracking: str = "mlflow", search: Search | None = None) -> Path:
-    """Train and evaluate one figure's sweep; returns its directory. Each finished trial is scored on its own
-    config's `eval` settings (trials with equal settings share one Ray Data pass)."""
-    root = storage.resolve() / name
+def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Location | str | Path,
+              address: str | None = None, evaluate: bool = True, num_cpus: int | None = None,
+              eval_recurrences: tuple[int, ...] = (), tracking: str = "mlflow", search: Search | None = None,
+              tracking_home: Path | str | None = None) -> Location:
+    """Train and evaluate one figure's sweep; returns its directory (a `storage.Location`: a local path or
+    an object-store URI). Each finished trial is scored on its own config's `eval` settings (trials with
+    equal settings share one Ray Data pass). A local storage directory must be one every node sees
+    (`shared_dir`); `tracking_home` is where MLflow's store is (`train_all`)."""
+    root = storage_module.resolve(storage) / name
     for t in trials:  # fail on a bad grid name before training anything
         resolve_grid_names(t.config.eval.grids)
     runtime.init(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
-    finished = train_all(name, preset_name, trials, root, tracking, search)
+    if root.local:  # before anything trains: a node that cannot see it would fail only at the end
+        check_every_node_sees(root.parent.as_path(), "--storage")
+    home = tracking_home or root.as_path()
+    finished = train_all(name, preset_name, trials, root, tracking, search, tracking_home=home)
     if evaluate and finished:
         groups: dict[Any, list[Source]] = {}
         for source, cfg in finished:
@@ -157,5 +173,5 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
                 print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
                       f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)
         if tracking == "mlflow":
-            log_evaluation(root, name, finished, root / "results")
+            log_evaluation(home, name, finished, root / "results")
     return root

@@ -36,9 +36,14 @@ TRACKERS = ("mlflow", "wandb", "none")
 RUN_TAG = "abacus_run"
 
 
-def store_uri(root: Path) -> str:
-    """The sweep's MLflow store: one SQLite file, written by the driver alone (Tune callbacks run there)."""
-    return f"sqlite:///{(root / 'mlflow.db').resolve()}"
+def store_uri(root: Path | str) -> str:
+    """The sweep's MLflow store: one SQLite file in `root`, written by the driver alone (Tune callbacks run
+    there), or, when `root` is a URI (`sweep --tracking-uri http://HOST:PORT`), that MLflow server. SQLite
+    cannot live in a bucket: with object storage `root` is a directory on the driver's disk
+    (`abacus_ray.storage.driver_dir`)."""
+    if isinstance(root, str) and "://" in root:
+        return root
+    return f"sqlite:///{(Path(root) / 'mlflow.db').resolve()}"
 
 
 class TrialRuns(MLflowLoggerCallback):
@@ -102,18 +107,20 @@ def _quiet_mlflow() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module="mlflow")
 
 
-def log_evaluation(root: Path, experiment: str, finished: Sequence[tuple[Any, ExperimentConfig]],
-                   results: Path) -> int:
-    """Each finished trial's region means and checkpoint path into its MLflow run; returns runs updated."""
+def log_evaluation(root: Path | str, experiment: str, finished: Sequence[tuple[Any, ExperimentConfig]],
+                   results) -> int:
+    """Each finished trial's region means and checkpoint path (a URI on object storage) into its MLflow run;
+    `results` is a path or `abacus_ray.storage.Location`. Returns runs updated."""
     import mlflow
 
+    from abacus_ray import storage
     from abacus_ray.evaluation.aggregate import region_means
     from abacus_ray.evaluation.results import read_cells
 
     _quiet_mlflow()
     client = mlflow.tracking.MlflowClient(tracking_uri=store_uri(root))
     exp = client.get_experiment_by_name(experiment)
-    if exp is None or not results.exists():
+    if exp is None or not storage.exists(results):
         return 0
     cells = read_cells(results)
     updated = 0
