@@ -32,6 +32,7 @@ The API, all taking a `Location` or anything `resolve` accepts:
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import hashlib
 import os
@@ -48,6 +49,7 @@ import pyarrow.parquet as pq
 
 SCHEMES = ("file", "s3", "gs")
 S3_QUERY = ("endpoint_override", "scheme", "region")  # what an s3:// URI may carry; never credentials
+GCS_QUERY = ("endpoint_override", "scheme", "default_bucket_location")
 CONNECT_TIMEOUT_S = 5.0  # an unreachable endpoint fails in seconds, not after the SDK's long retries
 REQUEST_TIMEOUT_S = 60.0
 PROBE_TIMEOUT_S = 3.0
@@ -176,6 +178,14 @@ def _s3(uri: str, bucket_path: str, query: dict[str, str], timeout: float, retri
                              retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=retries))
 
 
+def _gcs(uri: str, query: dict[str, str], timeout: float) -> pafs.FileSystem:
+    """pyarrow's GCS file system (Google's default credentials), its retries bounded by `timeout`."""
+    bad = sorted(set(query) - set(GCS_QUERY))
+    if bad:
+        raise StorageError(f"{uri}: unknown query parameter {bad[0]!r} (a gs:// URI takes only {', '.join(GCS_QUERY)})")
+    return pafs.GcsFileSystem(retry_time_limit=datetime.timedelta(seconds=timeout), **query)
+
+
 def _safe(uri: str) -> str:
     """The URI without any user:password part, for messages."""
     parts = urlsplit(uri)
@@ -214,10 +224,7 @@ def resolve(target: str | Path | Location, *, flag: str = "", timeout: float = R
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     uri = f"{scheme}://{bucket_path}" + (f"?{parts.query}" if parts.query else "")
     try:
-        if scheme == "s3":
-            fs = _s3(uri, bucket_path, query, timeout, retries)
-        else:
-            fs, _ = pafs.FileSystem.from_uri(uri)
+        fs = _s3(uri, bucket_path, query, timeout, retries) if scheme == "s3" else _gcs(uri, query, timeout)
     except StorageError as e:
         raise StorageError(pre + str(e)) from None
     except (pa.ArrowException, OSError, ValueError) as e:
