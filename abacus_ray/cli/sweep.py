@@ -201,7 +201,7 @@ def handler(args: argparse.Namespace) -> int:
         raise ValueError(f"--tracking-uri: {parsed.tracking_uri!r} is not an MLflow server URI (http://HOST:PORT) "
                          "or --tracking is not mlflow")
     loc = storage.probe(parsed.storage, "--storage")  # one line and exit 2 for bad storage, before Ray starts
-    from abacus_ray.cluster.driver import run_sweep
+    from abacus_ray.cluster.driver import failure_line, run_sweep
 
     local = storage.driver_dir(loc, sweep.name)  # the sweep's directory, or this machine's for a bucket
     leave_working_dir(local)
@@ -209,15 +209,19 @@ def handler(args: argparse.Namespace) -> int:
     if parsed.tracking == "mlflow" and not loc.local:
         print(f"{sweep.name}: MLflow store {home if parsed.tracking_uri else local / 'mlflow.db'} (SQLite cannot "
               "live in a bucket: it stays on this machine)", file=sys.stderr)
+    failures: dict[str, str] = {}
     root = run_sweep(sweep.name, parsed.preset, trials, storage=loc, address=parsed.address,
                      evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
                      eval_recurrences=sweep.eval_recurrences_for(parsed.preset), tracking=parsed.tracking,
-                     search=search, tracking_home=home)
+                     search=search, failures=failures, tracking_home=home)
     if not parsed.no_dashboard and storage.is_dir(root / "results"):
         from dashboards.build import build_site
 
         print(f"{sweep.name}: dashboard {build_site(root / 'results', local / 'dashboard')}", file=sys.stderr)
     print(f"{sweep.name}: results in {root}")
+    if failures:  # the last line: which trials failed and why (the others' results are in place)
+        print(failure_line(sweep.name, len(trials), failures), file=sys.stderr)
+        return 1
     return 0
 
 

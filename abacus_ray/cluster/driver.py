@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import ray.exceptions
 from ray import tune
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
@@ -30,7 +31,7 @@ from abacus_ray.cluster.search import scheduler, write_search
 from abacus_ray.cluster.shared_dir import check_every_node_sees
 from abacus_ray.cluster.timeline import write_timeline
 from abacus_ray.cluster.tracking import callbacks as tracking_callbacks
-from abacus_ray.cluster.tracking import log_evaluation
+from abacus_ray.cluster.tracking import close_runs, log_evaluation
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
@@ -61,15 +62,43 @@ def _check_same_sweep(root: Location, spec: dict[str, Any]) -> None:
         storage_module.write_text(path, json.dumps(spec, indent=2, sort_keys=True))  # atomic: rename or one PUT
 
 
+def failure_reason(error: BaseException) -> str:
+    """A trial's error in a few words: its type and first line (Ray's memory monitor: OutOfMemoryError)."""
+    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    cause = error.__cause__ or error.__context__
+    kind = type(cause).__name__ if type(error).__name__ in ("TuneError", "RayTaskError") and cause else type(error).__name__
+    return f"{kind}: {first[:100]}" if first else kind
+
+
+EVALUATION = "evaluation"  # the `failures` key of an evaluation stopped by lost actors
+
+
+def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
+    """The sweep's closing line naming every trial that failed, with why."""
+    trials = {k: v for k, v in failures.items() if k != EVALUATION}
+    parts = []
+    if trials:
+        named = "; ".join(f"{run} ({why})" for run, why in sorted(trials.items()))
+        parts.append(f"{len(trials)} of {total} trial(s) failed: {named}; the others finished. Rerun the same "
+                     "command to retry them (finished trials are kept)")
+    if EVALUATION in failures:
+        parts.append(f"evaluation stopped ({failures[EVALUATION]}); rerun the same command to evaluate the "
+                     "missing cells")
+    return f"{name}: " + "; ".join(parts)
+
+
 def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
               tracking: str = "mlflow", search: Search | None = None,
+              failures: dict[str, str] | None = None,
               tracking_home: Path | str | None = None) -> list[tuple[Source, ExperimentConfig]]:
     """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials.
 
     With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and the
     search's reports are written to `search.parquet`; only trials that ran their whole budget are returned.
-    `tracking_home`: the MLflow store (a local directory, or a server's URI), by default `root` on a local
-    disk.
+    A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by Ray's memory
+    monitor, say) does not stop the others: it lands in `failures` (run name -> reason) when given, else
+    in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the MLflow store (a local
+    directory, or a server's URI), by default `root` on a local disk.
     """
     by_name = {t.name: t.config for t in trials}
     home = tracking_home or root.as_path()
@@ -106,6 +135,10 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     watch.start()
     try:
         grid = tuner.fit()
+    except BaseException:
+        if tracking == "mlflow":  # the sweep itself stopped: no run stays RUNNING
+            close_runs(home, name, {})
+        raise
     finally:
         watch.stop()
     # A point is evaluated once even if Tune ran it twice: a driver killed between Tune's experiment
@@ -113,6 +146,7 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     # again from the restored searcher, under the same trial id (seen in test_faults' driver kill).
     finished: dict[str, tuple[Source, ExperimentConfig]] = {}
     failed = []
+    errors: dict[str, str] = {}
     for result in grid:
         run_name = result.config["run"]
         metrics = result.metrics or {}
@@ -129,29 +163,44 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
         # `final` is done; evaluating a half-trained checkpoint would mix it into the results.
         if result.error is not None or path is None or not metrics.get("final"):
             failed.append(run_name)
+            if result.error is not None:
+                errors[run_name] = failure_reason(result.error)
             continue
         finished.setdefault(run_name, (Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name]))
     failed = sorted(set(failed) - set(finished))
     write_timeline(root, grid, by_name)  # where and when each trial ran: cluster.parquet
+    errors = {k: v for k, v in errors.items() if k in failed}
     if search is not None:
         table = write_search(root, grid, trials, search)
         stopped = sorted({r.config["run"] for r in grid if r.error is None} & set(failed))
         failed = sorted(set(failed) - set(stopped))
         print(f"{name}: search of {len(trials)} point(s): {len(finished)} ran their budget, {len(stopped)} "
               f"stopped early by ASHA; {table}", file=sys.stderr)
-    if failed:
-        print(f"{name}: {len(failed)} trial(s) did not finish: {', '.join(failed)}", file=sys.stderr)
+    stopped = [f for f in failed if f not in errors]
+    if tracking == "mlflow":
+        close_runs(home, name, {**{f: "finished" for f in finished}, **{f: "stopped" for f in stopped},
+                                **{f: "failed" for f in errors}})
+    if stopped:
+        print(f"{name}: {len(stopped)} trial(s) did not finish: {', '.join(stopped)}", file=sys.stderr)
+    if failures is not None:
+        failures.update(errors)
+    elif errors:
+        print(failure_line(name, len(trials), errors), file=sys.stderr)
     return list(finished.values())
 
 
 def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Location | str | Path,
               address: str | None = None, evaluate: bool = True, num_cpus: int | None = None,
               eval_recurrences: tuple[int, ...] = (), tracking: str = "mlflow", search: Search | None = None,
-              tracking_home: Path | str | None = None) -> Location:
+              failures: dict[str, str] | None = None, tracking_home: Path | str | None = None) -> Location:
     """Train and evaluate one figure's sweep; returns its directory (a `storage.Location`: a local path or
     an object-store URI). Each finished trial is scored on its own config's `eval` settings (trials with
     equal settings share one Ray Data pass). A local storage directory must be one every node sees
-    (`shared_dir`); `tracking_home` is where MLflow's store is (`train_all`)."""
+    (`shared_dir`); `tracking_home` is where MLflow's store is (`train_all`).
+
+    Trials that failed (and an evaluation stopped by lost actors) go into `failures` when given (the
+    caller prints `failure_line`), else into a closing line on stderr; the finished trials are still
+    evaluated."""
     root = storage_module.resolve(storage) / name
     for t in trials:  # fail on a bad grid name before training anything
         resolve_grid_names(t.config.eval.grids)
@@ -160,8 +209,21 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
     if root.local:  # before anything trains: a node that cannot see it would fail only at the end
         check_every_node_sees(root.parent.as_path(), "--storage")
     home = tracking_home or root.as_path()
-    finished = train_all(name, preset_name, trials, root, tracking, search, tracking_home=home)
-    if evaluate and finished:
+    failed: dict[str, str] = {} if failures is None else failures
+    finished = train_all(name, preset_name, trials, root, tracking, search, failures=failed, tracking_home=home)
+    try:
+        _evaluate(name, root, finished if evaluate else [], eval_recurrences, tracking, home)
+    except ray.exceptions.RayError as e:  # RAY: evaluator actors lost on every attempt (memory monitor, nodes)
+        failed[EVALUATION] = failure_reason(e)
+    if failures is None and failed:
+        print(failure_line(name, len(trials), failed), file=sys.stderr)
+    return root
+
+
+def _evaluate(name: str, root: Location, finished: list[tuple[Source, ExperimentConfig]],
+              eval_recurrences: tuple[int, ...], tracking: str, home: Path | str) -> None:
+    """Score every finished trial on its own eval settings, then log the region means to its MLflow run."""
+    if finished:
         groups: dict[Any, list[Source]] = {}
         for source, cfg in finished:
             groups.setdefault(cfg.eval, []).append(source)
@@ -174,4 +236,3 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
                       f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)
         if tracking == "mlflow":
             log_evaluation(home, name, finished, root / "results")
-    return root

@@ -12,9 +12,14 @@ training metric and ends the run with the trial; ours adds two things to it:
   trial -> run map in memory only, so after `Tuner.restore` it would start every run again. Runs are
   found by the `abacus_run` tag, the trial's run name.
 
-When the sweep's evaluation finishes, `log_evaluation` adds the region means (ID / OOD / 100+) and the
-checkpoint's path to each trial's run. `--tracking wandb` uses Ray's `WandbLoggerCallback` in W&B's
-offline mode (no account); `none` tracks nothing.
+Metrics are the training loop's own (loss, lr, throughput, budget, probe scores); Tune's bookkeeping
+in each result (pid, timestamp, done, iteration counters) is left out. Each run gets its resolved
+config as the artifact `config.json` when its trial starts; when the sweep's evaluation finishes,
+`log_evaluation` adds the region means (ID / OOD / 100+), the checkpoint's path and the trial's cell
+rows (`cells.parquet`, the results schema of docs/results-schema.md). Artifacts live beside the store
+(`<sweep>/mlartifacts/`). A trial that errors (its workers killed by Ray's memory monitor, say) ends
+FAILED; `close_runs` ends any run a stopped sweep left RUNNING. `--tracking wandb` uses Ray's
+`WandbLoggerCallback` in W&B's offline mode (no account); `none` tracks nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from abacus_ray.config.dicts import flatten
 
 TRACKERS = ("mlflow", "wandb", "none")
 RUN_TAG = "abacus_run"
+# What a training report says about the run (`training.loop`); the rest of a Tune result is bookkeeping.
+METRICS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "tokens_per_s", "samples_per_s",
+           "budget_fraction", "device_hours", "eta_s", "elapsed_s", "mfu")
 
 
 def store_uri(root: Path | str) -> str:
@@ -46,12 +54,36 @@ def store_uri(root: Path | str) -> str:
     return f"sqlite:///{(Path(root) / 'mlflow.db').resolve()}"
 
 
+def artifact_root(root: Path | str) -> str | None:
+    """Where the runs' artifacts go: beside the store (MLflow's default, `./mlruns`, follows the cwd); a
+    server keeps its own (None)."""
+    if isinstance(root, str) and "://" in root:
+        return None
+    return (Path(root) / "mlartifacts").resolve().as_uri()
+
+
+def tracked(result: dict[str, Any]) -> dict[str, Any]:
+    """The metrics worth a chart from one Tune result: the loop's reports and the probe's scores."""
+    return {k: v for k, v in result.items() if k in METRICS or k.startswith("probe")}
+
+
 class TrialRuns(MLflowLoggerCallback):
     """Ray's MLflow callback, with the full config as params and one run per trial across resumes."""
 
     def __init__(self, root: Path, experiment: str, configs: dict[str, ExperimentConfig]) -> None:
         super().__init__(store_uri(root), experiment_name=experiment)
-        self.params = {name: {k: str(v) for k, v in flatten(cfg.to_dict()).items()} for name, cfg in configs.items()}
+        self.root = root
+        self.configs = {name: cfg.to_dict() for name, cfg in configs.items()}
+        self.params = {name: {k: str(v) for k, v in flatten(d).items()} for name, d in self.configs.items()}
+
+    def setup(self, *args, **kwargs) -> None:
+        """Create the experiment with its artifacts beside the store before Ray's callback looks it up."""
+        import mlflow
+
+        client = mlflow.tracking.MlflowClient(tracking_uri=self.tracking_uri)
+        if client.get_experiment_by_name(self.experiment_name) is None:
+            client.create_experiment(self.experiment_name, artifact_location=artifact_root(self.root))
+        super().setup(*args, **kwargs)
 
     def log_trial_start(self, trial) -> None:
         name = trial.config["run"]
@@ -66,6 +98,8 @@ class TrialRuns(MLflowLoggerCallback):
                 tags = {**self.tags, "trial_name": str(trial), RUN_TAG: name}
                 self._trial_runs[trial] = self.mlflow_util.start_run(tags=tags, run_name=name).info.run_id
         self.mlflow_util.log_params(run_id=self._trial_runs[trial], params_to_log=self.params.get(name, {}))
+        if name in self.configs:
+            self.mlflow_util._get_client().log_dict(self._trial_runs[trial], self.configs[name], "config.json")
 
     def log_trial_result(self, iteration: int, trial, result: dict) -> None:
         """Every reported metric in one batch: Ray's callback writes them one by one, one SQLite
@@ -75,7 +109,7 @@ class TrialRuns(MLflowLoggerCallback):
         from ray.tune.utils import flatten_dict
 
         step = result.get(TIMESTEPS_TOTAL) or result[TRAINING_ITERATION]
-        metrics = self.mlflow_util._parse_dict(flatten_dict(result))
+        metrics = self.mlflow_util._parse_dict(tracked(flatten_dict(result)))
         now = int(time.time() * 1000)
         self.mlflow_util._get_client().log_batch(
             self._trial_runs[trial], metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
@@ -135,5 +169,39 @@ def log_evaluation(root: Path | str, experiment: str, finished: Sequence[tuple[A
                                           else f"_rec{row['recurrences']}")
             client.log_metric(run_id, key, float(row["accuracy"]))
         client.set_tag(run_id, "checkpoint", source.checkpoint)
+        _log_cells(client, run_id, mine)
         updated += 1
     return updated
+
+
+def _log_cells(client, run_id: str, cells) -> None:
+    """The trial's cell rows as the run's `cells.parquet` artifact."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory(prefix="abacus-mlflow-") as tmp:
+        path = Path(tmp) / "cells.parquet"
+        pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), path)
+        client.log_artifact(run_id, str(path))
+
+
+def close_runs(root: Path | str, experiment: str, outcome: dict[str, str]) -> int:
+    """End the runs a sweep left RUNNING: FAILED for trials in `outcome` marked "failed" (and for any
+    run of a trial the sweep never reported), KILLED for those marked "stopped". Returns runs ended."""
+    import mlflow
+
+    _quiet_mlflow()
+    client = mlflow.tracking.MlflowClient(tracking_uri=store_uri(root))
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return 0
+    ended = 0
+    for run in client.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'"):
+        state = outcome.get(run.data.tags.get(RUN_TAG, ""), "failed")
+        if state == "finished":
+            continue
+        client.set_terminated(run.info.run_id, status="KILLED" if state == "stopped" else "FAILED")
+        ended += 1
+    return ended

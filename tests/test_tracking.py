@@ -1,0 +1,159 @@
+"""MLflow tracking of a sweep, and trials that keep dying (Ray's memory monitor kills a worker with SIGKILL).
+
+Without Ray: what a run keeps (the loop's metrics, not Tune's pid/timestamp/done), its artifacts
+(`config.json`, the trial's cells as `cells.parquet`), runs a stopped sweep left RUNNING, and the line
+that names failed trials. With Ray: a trial whose process is killed on every attempt fails after
+Tune's retries while the other trial finishes, and its run ends FAILED.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from dashboards.sample import synthetic_results
+
+SQUARE = [(i, j) for i in range(1, 4) for j in range(1, 4)]
+
+
+def _client(root: Path):
+    import mlflow
+
+    from abacus_ray.cluster.tracking import store_uri
+
+    return mlflow.tracking.MlflowClient(tracking_uri=store_uri(root))
+
+
+def _experiment(root: Path, name: str) -> str:
+    from abacus_ray.cluster.tracking import artifact_root
+
+    root.mkdir(parents=True, exist_ok=True)
+    return _client(root).create_experiment(name, artifact_location=artifact_root(root))
+
+
+def test_only_the_loops_metrics_are_tracked():
+    from abacus_ray.cluster.tracking import tracked
+
+    result = {"step": 40, "loss": 1.5, "lr": 1e-3, "probe_acc_12": 0.5, "pid": 4242, "timestamp": 1.7e9,
+              "done": False, "training_iteration": 3, "time_this_iter_s": 0.2, "final": True, "world_size": 1}
+    assert tracked(result) == {"step": 40, "loss": 1.5, "lr": 1e-3, "probe_acc_12": 0.5}
+
+
+def test_evaluation_logs_means_and_the_trials_cells_as_an_artifact(tmp_path):
+    from abacus_ray.cluster.tracking import RUN_TAG, log_evaluation
+    from abacus_ray.config import preset
+    from abacus_ray.evaluation.plan import Source
+    from abacus_ray.evaluation.results import read_cells
+
+    root = tmp_path / "fig10_k"
+    exp = _experiment(root, "fig10_k")
+    client = _client(root)
+    runs = {name: client.create_run(exp, tags={RUN_TAG: name}).info.run_id for name in ("fig10_k/a", "fig10_k/b")}
+    synthetic_results(root / "results", [(name, []) for name in runs], SQUARE, per_cell=10)
+    finished = [(Source("/ckpt/a", run_id="fig10_k/a"), preset("tiny")), (Source("/ckpt/b", run_id="fig10_k/b"),
+                                                                           preset("tiny"))]
+    assert log_evaluation(root, "fig10_k", finished, root / "results") == 2
+    cells = read_cells(root / "results")
+    for name, run_id in runs.items():
+        run = client.get_run(run_id)
+        mine = cells[cells["run_id"] == name]
+        assert run.data.metrics["eval_id"] == pytest.approx(mine["accuracy"].mean())
+        assert run.data.tags["checkpoint"] == f"/ckpt/{name[-1]}"
+        assert [a.path for a in client.list_artifacts(run_id)] == ["cells.parquet"]
+        local = client.download_artifacts(run_id, "cells.parquet", str(tmp_path / run_id))
+        back = pq.read_table(local).to_pandas()
+        assert len(back) == len(mine) == len(SQUARE) and set(back["run_id"]) == {name}
+        assert sorted(back["n_correct"]) == sorted(mine["n_correct"])
+    assert (root / "mlartifacts").is_dir()  # beside the store, not in the working directory
+
+
+def test_runs_left_running_end_failed_or_killed(tmp_path):
+    from abacus_ray.cluster.tracking import RUN_TAG, close_runs
+
+    root = tmp_path / "s"
+    exp = _experiment(root, "s")
+    client = _client(root)
+    ids = {name: client.create_run(exp, tags={RUN_TAG: name}).info.run_id for name in ("s/ok", "s/oom", "s/cut", "s/x")}
+    client.set_terminated(ids["s/ok"], status="FINISHED")
+    assert close_runs(root, "s", {"s/ok": "finished", "s/oom": "failed", "s/cut": "stopped"}) == 3
+    status = {name: client.get_run(i).info.status for name, i in ids.items()}
+    assert status == {"s/ok": "FINISHED", "s/oom": "FAILED", "s/cut": "KILLED", "s/x": "FAILED"}
+
+
+def test_the_closing_line_names_each_failed_trial_and_why():
+    from abacus_ray.cluster.driver import EVALUATION, failure_line
+
+    line = failure_line("fig10_k", 4, {"fig10_k/max_k=6": "OutOfMemoryError: Task was killed",
+                                       "fig10_k/max_k=3": "ActorDiedError: The actor died"})
+    assert "\n" not in line
+    assert line.startswith("fig10_k: 2 of 4 trial(s) failed: fig10_k/max_k=3 (ActorDiedError: The actor died); "
+                           "fig10_k/max_k=6 (OutOfMemoryError: Task was killed); the others finished.")
+    assert "evaluation" not in line
+    both = failure_line("f", 2, {EVALUATION: "OutOfMemoryError: x", "f/a": "RayActorError: y"})
+    assert "1 of 2 trial(s) failed: f/a (RayActorError: y)" in both and "evaluation stopped (OutOfMemoryError: x)" in both
+
+
+class TrialKiller(threading.Thread):
+    """SIGKILL, as Ray's memory monitor does, every process that runs one trial, on every attempt.
+
+    A `function` trial runs in a Tune actor whose working directory is the trial's directory
+    (`run_trial_<experiment>_<index>_<index>_<date>`); that is how its process is told from the other's.
+    """
+
+    def __init__(self, marker: str, timeout: float = 240.0):
+        super().__init__(daemon=True)
+        self.marker, self.timeout = marker, timeout
+        self.killed: list[int] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        from benchmarks.census import descendants
+
+        deadline = time.monotonic() + self.timeout
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            for p in descendants()[1:]:
+                try:
+                    if p.pid not in self.killed and self.marker in p.cwd():
+                        p.send_signal(signal.SIGKILL)
+                        self.killed.append(p.pid)
+                except (psutil.Error, OSError):
+                    pass
+            time.sleep(0.05)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.cost(40)
+def test_a_trial_killed_on_every_attempt_fails_alone_and_its_run_ends_failed(ray_local, tmp_path):
+    from abacus_ray.cli.sweep import load_sweep
+    from abacus_ray.cluster.driver import MAX_TRIAL_FAILURES, train_all
+
+    trials = load_sweep("fig10_k").expand("tiny", overrides={
+        "train.max_steps": 30, "cluster.trainer": "function", "train.report_every_s": 0.5})[:2]
+    doomed, other = trials[0].name, trials[1].name  # fig10_k/max_k=3 and max_k=6
+    killer = TrialKiller("_00000_0_")  # Tune's first trial: the first point, `doomed`
+    killer.start()
+    failures: dict[str, str] = {}
+    try:
+        finished = train_all("fig10_k", "tiny", trials, tmp_path / "fig10_k", failures=failures)
+    finally:
+        killer.stop.set()
+        killer.join()
+    assert [src.run_id for src, _ in finished] == [other]  # the other trial finished
+    assert list(failures) == [doomed] and "Error" in failures[doomed], failures
+    assert len(killer.killed) == MAX_TRIAL_FAILURES + 1  # every attempt was killed: retried, then failed
+
+    client = _client(tmp_path / "fig10_k")
+    runs = {r.data.tags["abacus_run"]: r for r in client.search_runs(
+        [client.get_experiment_by_name("fig10_k").experiment_id])}
+    assert {k: r.info.status for k, r in runs.items()} == {doomed: "FAILED", other: "FINISHED"}
+    done = runs[other]
+    assert done.data.metrics["step"] == 30 and not {"pid", "timestamp", "done"} & set(done.data.metrics)
+    assert "config.json" in [a.path for a in client.list_artifacts(done.info.run_id)]
