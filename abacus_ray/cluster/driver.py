@@ -87,7 +87,7 @@ def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
     return f"{name}: " + "; ".join(parts)
 
 
-def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
+def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location | Path,
               tracking: str = "mlflow", search: Search | None = None,
               failures: dict[str, str] | None = None,
               tracking_home: Path | str | None = None) -> list[tuple[Source, ExperimentConfig]]:
@@ -101,6 +101,7 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     directory, or a server's URI), by default `root` on a local disk.
     """
     by_name = {t.name: t.config for t in trials}
+    root = storage_module.resolve(root)  # callers (the tests) may hand a plain Path
     home = tracking_home or root.as_path()
     limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
     _check_same_sweep(root, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
