@@ -112,9 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("parquet", help="a sweep's cluster.parquet (a path or an object-store URI)")
     p.add_argument("out", type=Path, help="the HTML file to write")
+    p.add_argument("--cdn", action="store_true",
+                   help="load Plotly from its CDN when the page opens (a ~10 kB file) instead of inlining it (offline, 4.6 MB)")
     args = p.parse_args(argv)
     fig = gantt(storage.read_parquet(args.parquet).to_pandas())
-    page = go.Figure(data=fig["traces"], layout=fig["layout"]).to_html(include_plotlyjs=True, full_html=True)
+    page = go.Figure(data=fig["traces"], layout=fig["layout"]).to_html(
+        include_plotlyjs="cdn" if args.cdn else True, full_html=True)
     args.out.write_text(page)
     print(args.out)
     return 0
