@@ -6,6 +6,12 @@ a session directory delete each other's runtime-env files: issue 16), and checks
 A cluster of several nodes runs inside a network namespace that has only a loopback interface
 (`unshare -n`, root): Ray binds `*:port` on multi-node clusters, and there nothing is reachable from
 outside. The clients (`ray job submit`, state queries) enter the same namespace with `nsenter`.
+
+A cluster of `private` nodes also gives every node what a machine of its own has (`NODE_SETUP`): its
+own mount namespace with a private `/tmp` (its Ray temp dir, session and spill files live there),
+`/dev/shm` and `HOME`, a working directory of its own, and the checkout and venv read-only (an image
+every machine boots from). Nothing is shared but the network: `network_only_cluster` adds a real S3
+server on the namespace's loopback (`tests/s3server.py`) and gives every node its credentials.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
+from pace import deadline
+from s3server import S3Server, s3_server
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = Path(sys.executable).with_name("ray")
@@ -48,13 +56,32 @@ def new_token(directory: Path) -> Path:
     return path
 
 
+# Run by `unshare -m --propagation private` as a private node's (or client's) first process, as root:
+# `sh -c NODE_SETUP node TOKEN_FILE ROOT CMD...`. The token is read before /tmp is covered (a real
+# machine has the cluster's token in a file of its own).
+NODE_SETUP = r"""
+set -e
+token=$(cat "$1"); root=$2; shift 2
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+mount --bind "$root" "$root"
+mount -o remount,bind,ro "$root"
+mkdir -p /tmp/home /tmp/work
+(umask 077 && printf %s "$token" > /tmp/ray-token)
+cd /tmp/work
+export HOME=/tmp/home RAY_AUTH_TOKEN_PATH=/tmp/ray-token
+exec "$@"
+"""
+PRIVATE = {"HOME": "/tmp/home", "RAY_AUTH_TOKEN_PATH": "/tmp/ray-token"}  # as NODE_SETUP sets them
+
+
 class Namespace:
     """A network namespace with only `lo`, held open by a sleeping process; `wrap` runs a command in it."""
 
     def __init__(self) -> None:
         self.holder = subprocess.Popen(["unshare", "-n", "sh", "-c", "ip link set lo up && exec sleep 86400"])
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        end = time.monotonic() + deadline(10)
+        while time.monotonic() < end:
             out = subprocess.run(self.wrap(["ip", "-o", "link", "show", "lo"]), capture_output=True, text=True)
             if "UP" in out.stdout.split("link/")[0]:
                 return
@@ -79,7 +106,7 @@ def kill_tree(proc: subprocess.Popen) -> None:
         with contextlib.suppress(psutil.Error):
             p.send_signal(signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=30)
+        proc.wait(timeout=deadline(30))
 
 
 class Cluster:
@@ -88,8 +115,8 @@ class Cluster:
     GCS_PORT, DASHBOARD_PORT = 6379, 8265
 
     def __init__(self, work: Path, namespace: Namespace | None = None, gcs_port: int | None = None,
-                 dashboard_port: int | None = None) -> None:
-        self.work, self.ns = work, namespace
+                 dashboard_port: int | None = None, private: bool = False) -> None:
+        self.work, self.ns, self.private = work, namespace, private
         self.token = new_token(work)
         self.env = cluster_env(self.token)
         self.gcs_port = gcs_port or self.GCS_PORT
@@ -105,18 +132,26 @@ class Cluster:
     def wrap(self, cmd: list[str]) -> list[str]:
         return self.ns.wrap(cmd) if self.ns else cmd
 
-    def _start(self, name: str, args: list[str]) -> None:
-        temp = Path(tempfile.mkdtemp(prefix=f"r{name[:3]}-", dir="/tmp"))  # short: Ray's socket paths
+    def isolated(self, cmd: list[str]) -> list[str]:
+        """`cmd` in this cluster's network namespace and a fresh mount namespace of its own (`NODE_SETUP`)."""
+        return self.wrap(["unshare", "-m", "--propagation", "private", "sh", "-c", NODE_SETUP, "node",
+                          str(self.token), str(ROOT), *cmd])
+
+    def _start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        if self.private:  # its own /tmp: the same path on every node cannot collide
+            temp = Path(f"/tmp/ray-{name}")
+        else:
+            temp = Path(tempfile.mkdtemp(prefix=f"r{name[:3]}-", dir="/tmp"))  # short: Ray's socket paths
         self.temp_dirs[name] = temp
         log = self.logs[name] = self.work / f"{name}.log"
+        cmd = [str(RAY), "start", "--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp}",
+               "--disable-usage-stats", *args]
         with open(log, "wb") as fh:
-            self.nodes[name] = subprocess.Popen(
-                self.wrap([str(RAY), "start", "--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp}",
-                           "--disable-usage-stats", *args]),
-                env=self.env, stdout=fh, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
+            self.nodes[name] = subprocess.Popen(self.isolated(cmd) if self.private else self.wrap(cmd),
+                                                env=self.env | (env or {}), stdout=fh, stderr=subprocess.STDOUT)
+        end = time.monotonic() + deadline(120)
         while "Ray runtime started" not in log.read_text(errors="replace"):
-            if self.nodes[name].poll() is not None or time.monotonic() > deadline:
+            if self.nodes[name].poll() is not None or time.monotonic() > end:
                 raise RuntimeError(f"node {name} did not start:\n{log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.2)
 
@@ -125,26 +160,45 @@ class Cluster:
                              "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}"])
         return self
 
-    def add_node(self, name: str, num_cpus: int, num_gpus: int = 0, resources: dict[str, float] | None = None) -> None:
+    def add_node(self, name: str, num_cpus: int, num_gpus: int = 0, resources: dict[str, float] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         args = [f"--address=127.0.0.1:{self.gcs_port}", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}"]
         if resources:
             args.append(f"--resources={json.dumps(resources)}")
-        self._start(name, args)
+        self._start(name, args, env)
 
     def kill_node(self, name: str) -> None:
         kill_tree(self.nodes.pop(name))
 
     def run(self, cmd: list[str], timeout: float = 600, env: dict[str, str] | None = None,
             **kw) -> subprocess.CompletedProcess:
-        return subprocess.run(self.wrap(cmd), env=env or self.env, capture_output=True, text=True, timeout=timeout,
-                              cwd=ROOT, **kw)
+        """Run `cmd` in the cluster's network namespace; `timeout`: base seconds (`pace.deadline`)."""
+        return subprocess.run(self.wrap(cmd), env=env or self.env, capture_output=True, text=True,
+                              timeout=deadline(timeout), cwd=ROOT, **kw)
+
+    def on_node(self, name: str, cmd: list[str]) -> list[str]:
+        """`cmd` inside node `name`'s namespaces (network and, for a private node, mount: its own /tmp;
+        then in the node's working directory, `-w`)."""
+        spaces = ["-n", "-m", "-w"] if self.private else ["-n"]
+        return ["nsenter", "-t", str(self.nodes[name].pid), *spaces, "--", *cmd]
+
+    def run_on(self, name: str, cmd: list[str], timeout: float = 120,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """Run `cmd` as a process on node `name` (its files, its token copy), with this cluster's env."""
+        env = (env or self.env) | (PRIVATE if self.private else {})
+        return subprocess.run(self.on_node(name, cmd), env=env, capture_output=True, text=True,
+                              timeout=deadline(timeout), cwd=ROOT if not self.private else None)
 
     def submit(self, args: list[str], timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        """`ray job submit --working-dir <repo> -- ARGS`, retried while the head's job agent registers."""
+        """`ray job submit --working-dir <repo> -- ARGS`, retried while the head's job agent registers.
+
+        `timeout`: seconds on the reference machine (`pace.deadline` scales it to this one)."""
         cmd = [str(RAY), "job", "submit", "--address", self.dashboard, "--working-dir", str(ROOT), "--", *args]
+        timeout = deadline(timeout)
         for _ in range(60):
             try:
-                out = self.run(cmd, timeout=timeout, env=env)
+                out = subprocess.run(self.wrap(cmd), env=env or self.env, capture_output=True, text=True,
+                                     timeout=timeout, cwd=ROOT)
             except subprocess.TimeoutExpired as e:  # say what the job was doing, not just that it hung
                 text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
                 raise AssertionError(f"job {args} still running after {timeout:.0f}s:\n{text[-4000:]}") from None
@@ -158,8 +212,10 @@ class Cluster:
 
         `code` finds the cluster's address in `DASHBOARD` (the state API must be told: with the suite's
         other Rays running on this host it would otherwise refuse to pick one)."""
-        out = self.run([sys.executable, "-c", f"import ray; ray.init(address='127.0.0.1:{self.gcs_port}', "
-                        f"log_to_driver=False)\nDASHBOARD = {self.dashboard!r}\n{code}"], timeout=120)
+        cmd = [sys.executable, "-c", f"import ray; ray.init(address='127.0.0.1:{self.gcs_port}', "
+               f"log_to_driver=False)\nDASHBOARD = {self.dashboard!r}\n{code}"]
+        # a driver needs a raylet of its host: a private node's socket is only seen from inside that node
+        out = self.run_on("head", cmd, timeout=120) if self.private else self.run(cmd, timeout=120)
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -173,8 +229,9 @@ class Cluster:
     def stop(self) -> None:
         for name in [n for n in self.nodes if n != "head"] + (["head"] if "head" in self.nodes else []):
             self.kill_node(name)
-        for temp in self.temp_dirs.values():
-            shutil.rmtree(temp, ignore_errors=True)
+        if not self.private:  # a private node's temp dir went with its tmpfs
+            for temp in self.temp_dirs.values():
+                shutil.rmtree(temp, ignore_errors=True)
 
 
 # SPARE: each CPU node offers one worker slot more than the two trials need. Measured: when a node dies
@@ -201,6 +258,32 @@ def lab_cluster(work: Path, **extra_env: str) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop()
+        ns.close()
+
+
+@contextlib.contextmanager
+def network_only_cluster(work: Path, workers: dict[str, int], **extra_env: str) -> Iterator[tuple[Cluster, S3Server]]:
+    """Nodes that share nothing but the network, as cloud VMs or pods: private nodes (`NODE_SETUP`) in a
+    loopback-only namespace, a head that only hosts the jobs' drivers (0 CPUs, as Ray advises for big
+    clusters), a worker node per entry of `workers` (name -> CPUs), and a real S3 server on the
+    namespace's loopback whose credentials every node has in its environment (as each machine would
+    from its own configuration or role)."""
+    import ray
+
+    ray.shutdown()  # the in-process test Ray would compete for the cores
+    ns = Namespace()
+    try:
+        with s3_server(ns.wrap) as s3:
+            c = Cluster(work, ns, private=True)
+            c.env.update({"GLOO_SOCKET_IFNAME": "lo"} | s3.env() | extra_env)
+            try:
+                c.start_head(num_cpus=0)
+                for name, cpus in workers.items():
+                    c.add_node(name, num_cpus=cpus)
+                yield c, s3
+            finally:
+                c.stop()
+    finally:
         ns.close()
 
 

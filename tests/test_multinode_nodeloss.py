@@ -11,6 +11,7 @@ import time
 
 import pytest
 from faults import one_thread
+from pace import deadline
 from raycluster import RAY, ROOT, final_reports, lab_cluster
 
 from abacus_ray.evaluation.results import KEY, read_cells
@@ -52,22 +53,22 @@ def test_lost_nodes_mid_sweep_and_mid_evaluation_lose_nothing(cluster, tmp_path)
                                env=cluster.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     job_log = lambda: (tmp_path / "job.log").read_text(errors="replace")[-4000:]  # noqa: E731
     try:
-        victim, deadline = None, time.monotonic() + 300
+        victim, end = None, time.monotonic() + deadline(300)  # deadlines: seconds on 2 idle cores (pace.py)
         while victim is None:  # a trial's worker on a CPU node, past its first checkpoint
-            assert time.monotonic() < deadline and job.poll() is None, job_log()
+            assert time.monotonic() < end and job.poll() is None, job_log()
             time.sleep(1)
             if list(root.glob("train/*/step-*")):
                 on, ids = set(cluster.query(ALIVE_TRAIN_WORKERS)), cluster.node_ids()
                 victim = next((name for name in ("victim", "cpu") if ids.get(name) in on), None)
         cluster.kill_node(victim)
         killed_training = time.monotonic() - t0
-        deadline = time.monotonic() + 480  # a trial whose driver died restarts after minutes (measured 3.5)
+        end = time.monotonic() + deadline(480)  # a trial whose driver died restarts after minutes (measured 3.5)
         while not list((root / "results").glob("part-*.parquet")):
-            assert time.monotonic() < deadline and job.poll() is None, job_log()
+            assert time.monotonic() < end and job.poll() is None, job_log()
             time.sleep(0.2)
         cluster.kill_node("gpu")  # mid-evaluation
         killed_eval = time.monotonic() - t0
-        assert job.wait(timeout=480) == 0, job_log()
+        assert job.wait(timeout=deadline(480)) == 0, job_log()
     finally:
         if job.poll() is None:
             job.kill()
