@@ -21,6 +21,10 @@ def resolved_precision(name: str, device_type: str, *, evaluation: bool = False)
     if name == "tf32" and device_type != "cuda":
         return "fp32"
     return name
+# How the workers of a multi-worker trial draw the Abacus offset and the progressive-loss depth of a
+# micro-batch: "per_worker" each its own (the official code seeds every rank with seed + 10 x rank,
+# docs/fidelity.md), "shared" one value for all (the whole global micro-batch sees one offset and depth).
+WORKER_DRAWS = ("per_worker", "shared")
 REDUCTIONS = ("mean", "none")
 
 
@@ -59,6 +63,7 @@ class TrainConfig:
     mask_before_equals: bool = True  # False: also score the prompt (Fig. 16)
     report_every_s: float = 10.0
     checkpoint_every_min: float = 30.0
+    worker_draws: str = "per_worker"  # WORKER_DRAWS; a single worker draws the same either way
     compile: bool = False  # torch.compile of the recurrent block alone, batches padded to one length (model.compile_block)
 
     def __post_init__(self) -> None:
@@ -88,6 +93,7 @@ class TrainConfig:
               f"must be >= 1, got {self.max_backprop}")
         bounds.check_at_most(self.max_backprop or 1, bounds.MAX_RECURRENCES, "train.max_backprop")
         check_choice(self.loss_reduction, "train.loss_reduction", REDUCTIONS)
+        check_choice(self.worker_draws, "train.worker_draws", WORKER_DRAWS)
         check(self.report_every_s > 0, "train.report_every_s", f"must be > 0, got {self.report_every_s}")
         check(self.checkpoint_every_min > 0, "train.checkpoint_every_min",
               f"must be > 0, got {self.checkpoint_every_min}")

@@ -8,7 +8,8 @@ once f >= 1 (the official code checks after every micro-batch; stopping mid-accu
 waste it).
 
 Determinism: the data of micro-batch i is `TrainStream.batch(i, ...)` and its progressive-loss depth
-and Abacus offset come from a generator seeded by (seed, i); the initial-state noise comes from the
+and Abacus offset come from a generator seeded by (seed, i, rank; `train.worker_draws`, progressive.py);
+the initial-state noise comes from the
 global torch RNG, seeded per rank and saved in checkpoints. With a steps budget a run is therefore
 a pure function of its config, and N steps straight equal N/2 + resume + N/2 bit for bit on CPU.
 
@@ -145,6 +146,7 @@ class _Session:
         self.limit = backprop_limit(self.recurrences, self.tc.max_backprop)
         self.throttle = throttle_factor(self.recurrences, self.limit) if self.tc.throttle else 1.0
         self.offsets = OffsetDraw.of(cfg)
+        self.draw_rank = self.rank if self.tc.worker_draws == "per_worker" else 0  # progressive.py
         self.depth_total, self.depth_grad = expected_depths(self.recurrences, self.limit, self.tc.alpha)
         self.peak = peak_flops(device)
         self.losses: list[float] = []
@@ -302,7 +304,7 @@ class _Session:
         if self.fixed_len is not None:
             batch = pad_batch(batch, self.fixed_len)
         calls = plan_calls(self.recurrences, self.limit, tc.alpha,
-                           micro_batch_generator(self.cfg.seed, self.micro_index), self.offsets)
+                           micro_batch_generator(self.cfg.seed, self.micro_index, self.draw_rank), self.offsets)
         self.micro_index += 1
         ids = batch.input_ids.to(device, non_blocking=True)
         mask = batch.target_mask.to(device, non_blocking=True)
