@@ -69,7 +69,8 @@ def gantt(rows: pd.DataFrame | None) -> dict[str, Any]:
     for i, (k, part) in enumerate(df.groupby("kind", sort=True)):
         traces.append({"type": "bar", "orientation": "h", "name": html.escape(k), "y": list(part["y"]),
                        "base": [s - t0 for s in part["start_s"]], "x": list(part["end_s"] - part["start_s"]),
-                       "marker": {"color": COLOURS[i % len(COLOURS)]}, "hovertemplate": "%{text}<extra></extra>",
+                       "marker": {"color": COLOURS[i % len(COLOURS)]}, "textposition": "none",
+                       "hovertemplate": "%{text}<extra></extra>",
                        "text": [f"{html.escape(r.split('/', 1)[-1])}: {s - t0:.0f}–{e - t0:.0f} s"
                                 for r, s, e in zip(part["run"], part["start_s"], part["end_s"], strict=True)]})
     order = sorted(df["y"].unique(), reverse=True)
