@@ -87,24 +87,10 @@ def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
     return f"{name}: " + "; ".join(parts)
 
 
-def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location | Path,
-              tracking: str = "mlflow", search: Search | None = None,
-              failures: dict[str, str] | None = None,
-              tracking_home: Path | str | None = None) -> list[tuple[Source, ExperimentConfig]]:
-    """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials.
-
-    With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and the
-    search's reports are written to `search.parquet`; only trials that ran their whole budget are returned.
-    A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by Ray's memory
-    monitor, say) does not stop the others: it lands in `failures` (run name -> reason) when given, else
-    in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the MLflow store (a local
-    directory, or a server's URI), by default `root` on a local disk.
-    """
-    by_name = {t.name: t.config for t in trials}
-    root = storage_module.resolve(root)  # callers (the tests) may hand a plain Path
-    home = tracking_home or root.as_path()
-    limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
-    _check_same_sweep(root, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
+def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConfig], root: Location,
+           tracking: str, search: Search | None, home: Path | str, limit: int) -> tune.Tuner:
+    """A new Tuner over the expanded points (at most `limit` at once), or the sweep's own restored from
+    its storage."""
     train_path, fs = (root / "train").ray_storage  # RAY: Train's storage_path + storage_filesystem
     trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
         tune.with_parameters(run_trial, configs=by_name, storage=train_path, filesystem=fs),
@@ -112,39 +98,35 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     exp = root / "tune"
     if tune.Tuner.can_restore(exp.path, storage_filesystem=fs):
         print(f"{name}: resuming {exp}", file=sys.stderr)
-        tuner = tune.Tuner.restore(exp.path, trainable, resume_errored=True,  # RAY: resume the sweep
-                                   storage_filesystem=fs)
-    else:
-        # RAY: one trial per expanded point. The param space holds the swept values themselves (the status
-        # table's columns); the searcher replays exactly the points, and each trial finds its config by `run`.
-        points = [{"run": t.name, **t.params} for t in trials]
-        choices: dict[str, list[Any]] = {}
-        for p in points:
-            for k, v in p.items():
-                choices.setdefault(k, []).append(v)
-        tuner = tune.Tuner(
-            trainable,
-            param_space={k: tune.choice(v) for k, v in choices.items()},
-            tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
-                points_to_evaluate=points, max_concurrent=limit),
-                scheduler=scheduler(search, trials) if search is not None else None),  # RAY: ASHA
-            run_config=tune.RunConfig(name="tune", storage_path=root.path, storage_filesystem=fs, verbose=1,
-                                      failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES),
-                                      callbacks=tracking_callbacks(tracking, home, name, by_name)),
-        )
-    watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
-    watch.start()
-    try:
-        grid = tuner.fit()
-    except BaseException:
-        if tracking == "mlflow":  # the sweep itself stopped: no run stays RUNNING
-            close_runs(home, name, {})
-        raise
-    finally:
-        watch.stop()
-    # A point is evaluated once even if Tune ran it twice: a driver killed between Tune's experiment
-    # snapshot (which already held a new PENDING trial) and its searcher's snapshot gets that point
-    # again from the restored searcher, under the same trial id (seen in test_faults' driver kill).
+        return tune.Tuner.restore(exp.path, trainable, resume_errored=True,  # RAY: resume the sweep
+                                  storage_filesystem=fs)
+    # RAY: one trial per expanded point. The param space holds the swept values themselves (the status
+    # table's columns); the searcher replays exactly the points, and each trial finds its config by `run`.
+    points = [{"run": t.name, **t.params} for t in trials]
+    choices: dict[str, list[Any]] = {}
+    for p in points:
+        for k, v in p.items():
+            choices.setdefault(k, []).append(v)
+    return tune.Tuner(
+        trainable,
+        param_space={k: tune.choice(v) for k, v in choices.items()},
+        tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
+            points_to_evaluate=points, max_concurrent=limit),
+            scheduler=scheduler(search, trials) if search is not None else None),  # RAY: ASHA
+        run_config=tune.RunConfig(name="tune", storage_path=root.path, storage_filesystem=fs, verbose=1,
+                                  failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES),
+                                  callbacks=tracking_callbacks(tracking, home, name, by_name)),
+    )
+
+
+def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]
+             ) -> tuple[dict[str, tuple[Source, ExperimentConfig]], list[str], dict[str, str]]:
+    """Tune's results as (finished trials by run name, runs that did not finish, errors by run name).
+
+    A point is evaluated once even if Tune ran it twice: a driver killed between Tune's experiment
+    snapshot (which already held a new PENDING trial) and its searcher's snapshot gets that point
+    again from the restored searcher, under the same trial id (seen in test_faults' driver kill).
+    """
     finished: dict[str, tuple[Source, ExperimentConfig]] = {}
     failed = []
     errors: dict[str, str] = {}
@@ -169,8 +151,40 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
             continue
         finished.setdefault(run_name, (Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name]))
     failed = sorted(set(failed) - set(finished))
+    return finished, failed, {k: v for k, v in errors.items() if k in failed}
+
+
+def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location | Path,
+              tracking: str = "mlflow", search: Search | None = None,
+              failures: dict[str, str] | None = None,
+              tracking_home: Path | str | None = None) -> list[tuple[Source, ExperimentConfig]]:
+    """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials.
+
+    With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and the
+    search's reports are written to `search.parquet`; only trials that ran their whole budget are returned.
+    A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by Ray's memory
+    monitor, say) does not stop the others: it lands in `failures` (run name -> reason) when given, else
+    in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the MLflow store (a local
+    directory, or a server's URI), by default `root` on a local disk.
+    """
+    by_name = {t.name: t.config for t in trials}
+    root = storage_module.resolve(root)  # callers (the tests) may hand a plain Path
+    home = tracking_home or root.as_path()
+    limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
+    _check_same_sweep(root, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
+    tuner = _tuner(name, trials, by_name, root, tracking, search, home, limit)
+    watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
+    watch.start()
+    try:
+        grid = tuner.fit()
+    except BaseException:
+        if tracking == "mlflow":  # the sweep itself stopped: no run stays RUNNING
+            close_runs(home, name, {})
+        raise
+    finally:
+        watch.stop()
+    finished, failed, errors = _collect(grid, root, by_name)
     write_timeline(root, grid, by_name)  # where and when each trial ran: cluster.parquet
-    errors = {k: v for k, v in errors.items() if k in failed}
     if search is not None:
         table = write_search(root, grid, trials, search)
         stopped = sorted({r.config["run"] for r in grid if r.error is None} & set(failed))
