@@ -43,9 +43,12 @@ def write_two_seeds(root: Path, sweep: str = "fig10_k", run: str = "max_k=6", pa
 def test_results_dirs_accepts_results_sweep_and_storage_roots(tmp_path):
     write_two_seeds(tmp_path, "a")
     write_two_seeds(tmp_path, "b")
-    assert results_dirs(tmp_path / "a" / "results") == [tmp_path / "a" / "results"]
-    assert results_dirs(tmp_path / "a") == [tmp_path / "a" / "results"]
-    assert results_dirs(tmp_path) == [tmp_path / "a" / "results", tmp_path / "b" / "results"]
+    def found(path):  # storage Locations (abacus_ray.storage), compared by their local paths
+        return [loc.as_path() for loc in results_dirs(path)]
+
+    assert found(tmp_path / "a" / "results") == [tmp_path / "a" / "results"]
+    assert found(tmp_path / "a") == [tmp_path / "a" / "results"]
+    assert found(tmp_path) == [tmp_path / "a" / "results", tmp_path / "b" / "results"]
 
 
 def test_results_dirs_errors_name_the_argument(tmp_path):
