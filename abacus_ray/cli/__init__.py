@@ -16,7 +16,6 @@ import importlib
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -98,24 +97,11 @@ def leave_working_dir(directory: Path) -> None:
 
 
 def check_output_dir(path: str | Path, flag: str) -> Path:
-    """Refuse an output directory that cannot be created or written to, before any work starts.
+    """Refuse an output directory that cannot be created or written to, before any work starts (one home:
+    `abacus_ray.storage.check_local_dir`; its `StorageError` is one line, exit 2, like every ValueError)."""
+    from abacus_ray.storage import check_local_dir
 
-    Nothing is left behind: writability is probed with a temporary directory in the nearest existing
-    ancestor (the only test that also holds for root, read-only mounts and quotas), removed at once.
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise CLIError(f"{flag}: {path} exists and is not a directory")
-    parent = path
-    while not parent.exists() and parent.parent != parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise CLIError(f"{flag}: cannot create {path}: {parent} is not a directory")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".abacus-ray-probe-", dir=parent))
-    except OSError as e:
-        raise CLIError(f"{flag}: {parent} is not writable ({e.strerror or e})") from None
-    return path
+    return check_local_dir(Path(path), flag)
 
 
 def check_device(name: str, flag: str = "--device") -> str:
