@@ -213,7 +213,7 @@ def test_search_view_shows_the_tried_the_stopped_and_the_best(site, browser, tmp
     try:
         out = build_site(root, tmp_path / "dashboard").parent
     finally:
-        path.unlink()
+        path.as_path().unlink()
     w = Watched(browser)
     w.open(out / sweep_file("sample"))
     w.clean()

@@ -187,6 +187,35 @@ def test_ddp_workers_draw_their_own_offsets_and_depths(tmp_path):
     for k, v in ranks[0]["params"].items():
         torch.testing.assert_close(v, ranks[1]["params"][k], rtol=0, atol=0)
 
+
+
+def _ddp_report_worker(rank, world, store, cfg_dict, out):
+    torch.set_num_threads(1)
+    from abacus_ray.config import ExperimentConfig
+
+    reports = []
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    try:
+        train(ExperimentConfig.from_dict(cfg_dict), process_group=dist.group.WORLD, report=reports.append,
+              checkpoint_dir=f"{out}.ckpt.{rank}")
+        torch.save([(r["step"], r["checkpoint"] is not None) for r in reports], f"{out}.{rank}")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_ranks_report_at_the_same_steps_when_a_checkpoint_is_due(tmp_path):
+    """Under Ray Train a report is a barrier over the workers: a periodic checkpoint (written by rank 0
+    only) must still make every rank report, or the others walk into the next all-reduce and the trial
+    hangs (seen: a 2-node DDP trial stuck at its first 1-minute checkpoint on a loaded machine)."""
+    cfg = small("train.max_steps=3", "train.global_batch=16", "train.micro_batch=4",
+                "train.checkpoint_every_min=1e-9", "train.report_every_s=1e9")
+    mp.spawn(_ddp_report_worker, args=(2, str(tmp_path / "store"), cfg.to_dict(), str(tmp_path / "out")), nprocs=2)
+    ranks = [torch.load(tmp_path / f"out.{r}", weights_only=True) for r in range(2)]
+    assert [s for s, _ in ranks[0]] == [s for s, _ in ranks[1]] == [1, 2, 3]  # steps 1, 2 periodic; 3 final
+    assert [c for _, c in ranks[0]] == [True, True, True] and [c for _, c in ranks[1]] == [False] * 3
+
+
 def test_compiled_training_survives_changing_depths_offsets_and_lengths(monkeypatch):
     """`train.compile` used to wrap the whole forward: after the first recompile the progressive loss's
     (n, k) and the Abacus offset turned symbolic and Dynamo crashed (on CPU at

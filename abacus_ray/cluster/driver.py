@@ -32,7 +32,7 @@ from abacus_ray.cluster.shared_dir import check_every_node_sees
 from abacus_ray.cluster.timeline import write_timeline
 from abacus_ray.cluster.tracking import callbacks as tracking_callbacks
 from abacus_ray.cluster.tracking import close_runs, log_evaluation
-from abacus_ray.cluster.trial import run_trial
+from abacus_ray.cluster.trial import run_name as trial_run_name, run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
 from abacus_ray.evaluation.plan import Source, plan_items
@@ -131,7 +131,7 @@ def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]
     failed = []
     errors: dict[str, str] = {}
     for result in grid:
-        run_name = result.config["run"]
+        run_name = trial_run_name(result)
         metrics = result.metrics or {}
         trial_id = metrics.get("trial_id")
         path = metrics.get("checkpoint_path")  # the TorchTrainer's last reported checkpoint (a path in `fs`)
@@ -187,7 +187,7 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     write_timeline(root, grid, by_name)  # where and when each trial ran: cluster.parquet
     if search is not None:
         table = write_search(root, grid, trials, search)
-        stopped = sorted({r.config["run"] for r in grid if r.error is None} & set(failed))
+        stopped = sorted({trial_run_name(r) for r in grid if r.error is None} & set(failed))
         failed = sorted(set(failed) - set(stopped))
         print(f"{name}: search of {len(trials)} point(s): {len(finished)} ran their budget, {len(stopped)} "
               f"stopped early by ASHA; {table}", file=sys.stderr)

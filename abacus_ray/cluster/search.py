@@ -20,6 +20,7 @@ import pyarrow as pa
 from ray.tune import ResultGrid
 from ray.tune.schedulers import ASHAScheduler
 
+from abacus_ray.cluster.trial import run_name
 from abacus_ray.evaluation.results import write_table
 from abacus_ray.sweep import SEARCH_FILE, Search, Trial
 
@@ -46,7 +47,7 @@ def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[
     params = {t.name: t.params for t in trials}
     rows = []
     for result in grid:
-        run = result.config["run"]
+        run = run_name(result)
         history = result.metrics_dataframe
         reports = history.to_dict("records") if history is not None and len(history) else [result.metrics or {}]
         scores = [v for v in (_float(r.get(metric)) for r in reports) if v is not None]

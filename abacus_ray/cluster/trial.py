@@ -10,6 +10,7 @@ checkpoints in storage and resumes too.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
@@ -35,6 +36,17 @@ from abacus_ray.training.loop import train
 MAX_FAILURES = 3  # worker-group restarts per trial before the trial errors
 REPORTED_KEYS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "tokens_per_s", "samples_per_s",
                  "budget_fraction", "device_hours", "eta_s", "elapsed_s", "world_size", "final", "model_id", "mfu")
+
+
+
+def run_name(result) -> str:
+    """The run name (`params["run"]`) of one of Tune's results. `Result.config` comes from the trial's
+    last report, so a trial killed before its first report has none; the `params.json` Tune writes into
+    the trial's directory when the trial starts still names it."""
+    if result.config and "run" in result.config:
+        return result.config["run"]
+    with result.filesystem.open_input_stream(f"{result.path}/params.json") as f:
+        return json.loads(f.read())["run"]
 
 
 def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn) -> None:

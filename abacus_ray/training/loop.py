@@ -347,14 +347,17 @@ class _Session:
         tc, budget = self.tc, self.budget
         fraction = budget.fraction()
         now = budget.session_elapsed_s()
+        # Every decision here rests on the agreed clock and step, so all ranks take it alike: under Ray
+        # Train a report is a barrier, and a rank that skipped it would wait in DDP's next all-reduce.
+        due = fraction < 1.0 and now - self.last_ckpt_s >= tc.checkpoint_every_min * 60
         saved = None
-        if fraction < 1.0 and now - self.last_ckpt_s >= tc.checkpoint_every_min * 60:
+        if due:
             self.last_ckpt_s = now
-            saved = self.save(fraction, step_loss)
+            saved = self.save(fraction, step_loss)  # rank 0 writes; the others report without a checkpoint
         fresh = self.probe is not None and budget.step % self.cfg.eval.probe_every == 0
         if fresh:
             self.run_probe()
-        if fraction < 1.0 and (saved is not None or fresh or now - self.last_report_s >= tc.report_every_s):
+        if fraction < 1.0 and (due or fresh or now - self.last_report_s >= tc.report_every_s):
             self.emit(self.window, fraction, lr, final=False, saved=saved)
             self.last_report_s = now
             self.window = Window(start_s=now)
