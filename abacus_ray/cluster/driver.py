@@ -32,7 +32,8 @@ from abacus_ray.cluster.shared_dir import check_every_node_sees
 from abacus_ray.cluster.timeline import write_timeline
 from abacus_ray.cluster.tracking import callbacks as tracking_callbacks
 from abacus_ray.cluster.tracking import close_runs, log_evaluation
-from abacus_ray.cluster.trial import run_name as trial_run_name, run_trial
+from abacus_ray.cluster.trial import run_name as trial_run_name
+from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
 from abacus_ray.evaluation.plan import Source, plan_items
