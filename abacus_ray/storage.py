@@ -416,8 +416,15 @@ def probe(target: str | Path, flag: str, *, write: bool = True) -> Location:
         if not write:
             listdir(quick)
             return loc
+        listdir(quick)  # reading works: a refused write below means a read-only prefix
         marker = quick.join(f".abacus-ray-probe-{uuid.uuid4().hex[:12]}")
-        write_bytes(marker, b"probe")
+        try:
+            write_bytes(marker, b"probe")
+        except (pa.ArrowException, OSError) as e:
+            if _explain(e).startswith("access denied"):
+                raise StorageError(f"{flag}: {loc.uri}: read-only: these credentials may list and read here but "
+                                   "not write (use a prefix they may write, or other credentials)") from None
+            raise
         try:
             if marker.name not in {c.name for c in listdir(quick)}:
                 raise StorageError(f"{flag}: {loc.uri}: a written object does not show in the listing")

@@ -3,8 +3,9 @@
 Why a real server: object storage differs from a disk in ways a mock would hide (no rename, listing by
 prefix, PUT is the atomic unit, credentials on every request). `weed mini` runs master, volume, filer
 and S3 gateway in one process. Every port it opens is chosen free and bound to 127.0.0.1 (two xdist
-workers may each run one), its admin identity gets random credentials through its environment, and
-its data, options file and local sockets live in one temporary directory that `stop` removes.
+workers may each run one), its admin identity and a read-only one (`reader_env`) get random credentials
+through an identities file, and its data, options files and local sockets live in one temporary
+directory that `stop` removes.
 
 `S3Server.start(wrap=...)` runs it inside a network namespace (`raycluster.Namespace.wrap`): the
 ports are then chosen, and the server probed, inside that namespace, where the cluster's nodes reach
@@ -98,12 +99,18 @@ class S3Server:
     secret_key: str = field(repr=False)
     workdir: Path
     proc: subprocess.Popen = field(repr=False)
+    reader: tuple[str, str] = field(repr=False, default=("", ""))  # a second identity: may list and read only
 
     def env(self) -> dict[str, str]:
         """What a client process (driver, Ray node) needs in its environment: the standard AWS variables."""
         return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
                 "AWS_ENDPOINT_URL": f"http://{self.endpoint}", "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
                 "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def reader_env(self) -> dict[str, str]:
+        """`env()` with the read-only identity's credentials (every write it tries is denied)."""
+        key, secret = self.reader
+        return self.env() | {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
 
     def uri(self, prefix: str = "", *, endpoint_in_uri: bool = False) -> str:
         """`s3://BUCKET/PREFIX`; with `endpoint_in_uri`, pyarrow's query form that names the server itself."""
@@ -133,14 +140,22 @@ class S3Server:
         flags += [f"-admin.port={admin}", f"-admin.port.grpc={admin_grpc}"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env |= {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+        reader = (f"RK{secrets.token_hex(8).upper()}", secrets.token_urlsafe(30))
+        identities = [{"name": "admin", "credentials": [{"accessKey": key, "secretKey": secret}],
+                       "actions": ["Admin", "Read", "List", "Tagging", "Write"]},
+                      {"name": "reader", "credentials": [{"accessKey": reader[0], "secretKey": reader[1]}],
+                       "actions": ["Read", "List"]}]
+        (workdir / "s3.json").write_text(json.dumps({"identities": identities}))
+        (workdir / "s3.json").chmod(0o600)
         cmd = [str(WEED), "mini", f"-dir={workdir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                f"-bucket={bucket}", *flags, "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false",
                "-admin.ui=false", "-master.telemetry=false", "-master.volumeSizeLimitMB=64",
-               f"-s3.localSocket={workdir / 's3.sock'}", f"-filer.localSocket={workdir / 'filer.sock'}"]
+               f"-s3.localSocket={workdir / 's3.sock'}", f"-filer.localSocket={workdir / 'filer.sock'}",
+               f"-s3.config={workdir / 's3.json'}"]
         (workdir / "data").mkdir()
         with open(workdir / "weed.log", "wb") as log:
             proc = subprocess.Popen(wrap(cmd), env=env, cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
-        server = cls(f"127.0.0.1:{ports[PORTS.index('s3.port')]}", bucket, key, secret, workdir, proc)
+        server = cls(f"127.0.0.1:{ports[PORTS.index('s3.port')]}", bucket, key, secret, workdir, proc, reader)
         try:
             server._wait_ready(wrap)
         except BaseException:

@@ -114,18 +114,32 @@ def test_probe_refuses_bad_storage_in_one_line(s3_env, monkeypatch, unwritable):
         message = str(e.value)
         assert message.startswith(f"--storage: {uri}: ") and words in message and "\n" not in message, message
         assert s3.secret_key not in message and s3.access_key not in message
+    with monkeypatch.context() as m:  # credentials that may list and read the bucket but not write to it
+        for k, v in s3.reader_env().items():
+            m.setenv(k, v)
+        assert storage.probe(s3.uri("x"), "--results", write=False).uri == s3.uri("x")  # a reader is fine
+        with pytest.raises(StorageError) as e:
+            storage.probe(s3.uri("x"), "--storage")
+        assert str(e.value).startswith(f"--storage: {s3.uri('x')}: read-only: ") and "\n" not in str(e.value)
+        assert s3.reader[1] not in str(e.value)
     if unwritable is not None:  # a read-only place on a local disk
         with pytest.raises(StorageError, match="is not writable|is not a directory"):
             storage.probe(unwritable / "sub", "--out")
 
 
-def test_bad_storage_is_refused_before_ray_starts(s3_env, no_ray, tmp_path):
+def test_bad_storage_is_refused_before_ray_starts(s3_env, no_ray, tmp_path, monkeypatch):
     s3 = s3_env
     for uri, words in [("foo://x", "--storage: foo://x: unknown storage scheme"),
                        (s3.uri("r").replace(s3.bucket, "nobucket"), "--storage: s3://nobucket/r: no bucket")]:
         message = assert_refused(["sweep", "fig10_k", "--storage", uri, "--max-trials", "1"], words,
                                  "bad storage (before Ray)", roots=[tmp_path])
         assert s3.secret_key not in message
+    with monkeypatch.context() as m:  # a prefix these credentials may read but not write
+        for k, v in s3.reader_env().items():
+            m.setenv(k, v)
+        message = assert_refused(["sweep", "fig10_k", "--storage", s3.uri("ro"), "--max-trials", "1"],
+                                 f"--storage: {s3.uri('ro')}: read-only", "bad storage (before Ray)", roots=[tmp_path])
+    assert s3.reader[1] not in message and s3.secret_key not in message
     assert not list(Path.cwd().glob("s3:*")) and not list(Path.cwd().glob("foo:*"))  # never a local 's3:' folder
 
 
