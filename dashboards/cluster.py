@@ -20,6 +20,7 @@ import pandas as pd
 
 from abacus_ray import storage
 from abacus_ray.sweep import CLUSTER_FILE
+from dashboards.data import sweep_table
 from dashboards.html import Raw, fmt_int, table
 
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
@@ -27,11 +28,7 @@ COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 def load_timeline(cells: pd.DataFrame) -> pd.DataFrame | None:
     """The trial placements of the sweep whose cells these are, or None when none were recorded."""
-    for d in sorted(set(cells["results_dir"])):
-        path = storage.resolve(d).parent / CLUSTER_FILE  # a local path or an object-store URI
-        if storage.is_file(path):
-            return storage.read_parquet(path).to_pandas()
-    return None
+    return sweep_table(cells, CLUSTER_FILE)
 
 
 def kind(resources: str) -> str:

@@ -68,6 +68,16 @@ def signature(path: str | Path) -> tuple:
     return tuple(out)
 
 
+def sweep_table(cells: pd.DataFrame, name: str) -> pd.DataFrame | None:
+    """A table the sweep of these cells keeps beside its results (`search.parquet`, `cluster.parquet`), or
+    None when the sweep wrote none. The results may sit on a local disk or in an object store."""
+    for d in sorted(set(cells["results_dir"])):
+        path = storage.resolve(d).parent / name
+        if storage.is_file(path):
+            return storage.read_parquet(path).to_pandas()
+    return None
+
+
 def sweep_dir_name(results_dir: Path | Location) -> str:
     """The sweep a results directory belongs to when its rows carry no sweep-style run id."""
     return results_dir.parent.name if results_dir.name == "results" and results_dir.parent.name else UNNAMED_SWEEP

@@ -13,18 +13,14 @@ from typing import Any
 
 import pandas as pd
 
-from abacus_ray import storage
 from abacus_ray.sweep import SEARCH_FILE
+from dashboards.data import sweep_table
 from dashboards.html import Raw, fmt_int, fmt_pct, table
 
 
 def load_search(cells: pd.DataFrame) -> pd.DataFrame | None:
     """The search reports of the sweep whose cells these are, or None when it ran no search."""
-    for d in sorted(set(cells["results_dir"])):
-        path = storage.resolve(d).parent / SEARCH_FILE  # a local path or an object-store URI
-        if storage.is_file(path):
-            return storage.read_parquet(path).to_pandas()
-    return None
+    return sweep_table(cells, SEARCH_FILE)
 
 
 def _short(run: str) -> str:
