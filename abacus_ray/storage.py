@@ -413,10 +413,9 @@ def probe(target: str | Path, flag: str, *, write: bool = True) -> Location:
             raise StorageError(f"{flag}: {loc.uri}: no bucket named {bucket!r} (create it first)")
         if _info(quick).type == pafs.FileType.File:
             raise StorageError(f"{flag}: {loc.uri}: is a file, not a prefix")
-        if not write:
-            listdir(quick)
-            return loc
         listdir(quick)  # reading works: a refused write below means a read-only prefix
+        if not write:
+            return loc
         marker = quick.join(f".abacus-ray-probe-{uuid.uuid4().hex[:12]}")
         try:
             write_bytes(marker, b"probe")

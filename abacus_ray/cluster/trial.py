@@ -38,7 +38,6 @@ REPORTED_KEYS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "token
                  "budget_fraction", "device_hours", "eta_s", "elapsed_s", "world_size", "final", "model_id", "mfu")
 
 
-
 def run_name(result) -> str:
     """The run name (`params["run"]`) of one of Tune's results. `Result.config` comes from the trial's
     last report, so a trial killed before its first report has none; the `params.json` Tune writes into
