@@ -204,6 +204,7 @@ def _ddp_report_worker(rank, world, store, cfg_dict, out):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # two spawned ranks: `make test`, not the edit loop
 def test_ddp_ranks_report_at_the_same_steps_when_a_checkpoint_is_due(tmp_path):
     """Under Ray Train a report is a barrier over the workers: a periodic checkpoint (written by rank 0
     only) must still make every rank report, or the others walk into the next all-reduce and the trial
