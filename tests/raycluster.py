@@ -62,8 +62,10 @@ def new_token(directory: Path) -> Path:
 NODE_SETUP = r"""
 set -e
 token=$(cat "$1"); root=$2; shift 2
+case "$root" in /tmp/*|/dev/shm/*) mount --bind "$root" /mnt; hidden=1 ;; *) hidden= ;; esac
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+if [ -n "$hidden" ]; then mkdir -p "$root" && mount --move /mnt "$root"; fi  # a checkout under /tmp stays seen
 mount --bind "$root" "$root"
 mount -o remount,bind,ro "$root"
 mkdir -p /tmp/home /tmp/work
