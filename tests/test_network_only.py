@@ -278,7 +278,7 @@ abacus-ray eval-all "$1/fig10_k" --grid cells:21-22x1-2 --per-cell 10 --num-cpus
 abacus-ray summary "$1/fig10_k/results" > summary.txt
 abacus-ray dashboard "$1/fig10_k/results" --out site
 cat summary.txt
-echo "LOCAL PARQUET $(find /tmp -name '*.parquet' -not -path '/tmp/ray/*' | wc -l)"
+echo "LOCAL PARQUET $(find /tmp -name '*.parquet' -not -path '/tmp/ray/*' -not -path "$2/*" | wc -l)"  # $2: the checkout
 echo "SITE $(wc -c < site/index.html)"
 """
 
@@ -289,7 +289,7 @@ def test_eval_all_summary_and_dashboard_from_a_process_that_never_ran_the_sweep(
     cluster, _ = lab
     t0 = time.monotonic()
     uri = clean[0]
-    out = subprocess.run(cluster.isolated(["bash", "-c", ELSEWHERE, "elsewhere", uri]), env=cluster.env,
+    out = subprocess.run(cluster.isolated(["bash", "-c", ELSEWHERE, "elsewhere", uri, str(ROOT)]), env=cluster.env,
                          capture_output=True, text=True, timeout=deadline(400))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     df = cells(cluster, f"{uri}/fig10_k/results")
