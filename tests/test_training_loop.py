@@ -188,7 +188,6 @@ def test_ddp_workers_draw_their_own_offsets_and_depths(tmp_path):
         torch.testing.assert_close(v, ranks[1]["params"][k], rtol=0, atol=0)
 
 
-
 def _ddp_report_worker(rank, world, store, cfg_dict, out):
     torch.set_num_threads(1)
     from abacus_ray.config import ExperimentConfig
