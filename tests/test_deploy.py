@@ -141,8 +141,10 @@ def test_rayjob_submits_a_sweep_that_fits_the_raycluster_with_the_token():
     job = m["RayJob"]
     assert job["apiVersion"] == "ray.io/v1" and job["spec"]["clusterSelector"] == {"ray.io/cluster": "abacus-ray"}
     argv = shlex.split(job["spec"]["entrypoint"])
-    assert argv[0] == "python" and argv[1].startswith("/home/ray/abacus-ray/sweeps/")
-    sweep = (ROOT / argv[1].removeprefix("/home/ray/abacus-ray/"))
+    image_root = next(line.split()[1] for line in (ROOT / "deploy" / "Dockerfile").read_text().splitlines()
+                      if line.startswith("WORKDIR "))  # where the image holds the checkout
+    assert argv[0] == "python" and argv[1].startswith(f"{image_root}/sweeps/")
+    sweep = ROOT / argv[1].removeprefix(f"{image_root}/")
     assert sweep.is_file()
     flags = argv[2:]
     assert flags[flags.index("--storage") + 1].startswith("s3://")
