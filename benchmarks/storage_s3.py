@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,20 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=1, help="pairs of runs per command (default 1)")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-s3-"))
+    try:
+        times = _run(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the models, the local results and Ray's per-run homes
+    for what in ("eval-all 100+", "tiny sweep"):
+        local, remote = sum(times[(what, "local")]), sum(times[(what, "s3")])
+        ratio = remote / local
+        verdict = "within" if ratio <= TARGET else "OVER"
+        print(f"{what}: local {local:.1f} s, S3 {remote:.1f} s, S3/local = {ratio:.2f} ({verdict} the {TARGET}x target)")
+    return 0
+
+
+def _run(args: argparse.Namespace, work: Path) -> dict[tuple[str, str], list[float]]:
+    """One tiny model, then every command on each place, alternating the order per repeat."""
     with s3_server() as s3:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | s3.env()
         env |= {"ABACUS_RAY_HOME": str(work / "home"), "RAY_USAGE_STATS_ENABLED": "0"}
@@ -72,12 +87,7 @@ def main() -> int:
                     s = timed([*CLI, *argv], env, work)
                     times.setdefault((what, where), []).append(s)
                     print(f"{what:14s} {where:5s} run {n + 1}: {s:6.1f} s", flush=True)
-    for what in ("eval-all 100+", "tiny sweep"):
-        local, remote = sum(times[(what, "local")]), sum(times[(what, "s3")])
-        ratio = remote / local
-        verdict = "within" if ratio <= TARGET else "OVER"
-        print(f"{what}: local {local:.1f} s, S3 {remote:.1f} s, S3/local = {ratio:.2f} ({verdict} the {TARGET}x target)")
-    return 0
+    return times
 
 
 if __name__ == "__main__":
