@@ -21,14 +21,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from abacus_ray.config import preset  # noqa: E402
+from abacus_ray.config import bounds, preset  # noqa: E402
 from abacus_ray.training.loop import train  # noqa: E402
 
 
 def measure(preset_name: str, overrides: list[str], device: str, warmup: int, steps: int) -> dict:
     fixed = [f"train.max_steps={warmup + steps}", "train.budget_hours=1e6", "train.batch_ramp=0",
              "train.report_every_s=1e-9", "train.checkpoint_every_min=1e9"]
-    micro = preset(preset_name, overrides + ["train.global_batch=1000000000"]).train.micro_batch
+    micro = preset(preset_name, overrides + [f"train.global_batch={bounds.MAX_GLOBAL_BATCH}"]).train.micro_batch
     cfg = preset(preset_name, overrides + fixed + [f"train.global_batch={micro}"])
     reports: list[dict] = []
     train(cfg, device, report=reports.append)
@@ -51,6 +51,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--micro-batches", default="", help="comma-separated micro-batch sizes to sweep (default: preset's)")
+    p.add_argument("--profile", metavar="FILE", help="also profile one more run of the first micro-batch size "
+                   "(torch.profiler, CPU and CUDA) and write its kernel table to FILE: where the step's time goes")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.micro_batches.split(",") if s.strip()] or [None]
@@ -63,6 +65,22 @@ def main() -> None:
         mfu = f"{100 * r['mfu']:6.1f}%" if r["mfu"] is not None else "      -"
         print(f"{r['config'].train.micro_batch:>11} {r['samples_per_s']:>10.1f} {r['tokens_per_s']:>10.0f} "
               f"{r['ms_per_step']:>9.1f} {mfu}")
+    if args.profile:
+        extra = [f"train.micro_batch={sizes[0]}"] if sizes[0] else []
+        Path(args.profile).write_text(profile(args.preset, args.overrides + extra, args.device, args.warmup, args.steps))
+        print(f"profile: {args.profile}")
+
+
+def profile(preset_name: str, overrides: list[str], device: str, warmup: int, steps: int) -> str:
+    """The kernel table of a whole measured run (warm-up included), heaviest device time first."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with torch_profile(activities=activities) as prof:
+        measure(preset_name, overrides, device, warmup, steps)
+    key = "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=60)
 
 
 if __name__ == "__main__":
