@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import Cell, resolve_grid_names
-from abacus_ray.evaluation.plan import cell_cost, cells_for
+from abacus_ray.evaluation.plan import cell_cost, cells_for, token_flops
 from abacus_ray.training.budget import A4000_UTILISATION, meta_model, sample_flops, sample_limit
 from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
 from abacus_ray.training.throughput import PEAK_TFLOPS
@@ -147,14 +147,11 @@ def _token_sums(cells: tuple[Cell, ...], per_cell: int) -> tuple[float, float]:
 def _eval_cost(cfg: ExperimentConfig, recurrences: tuple[int | None, ...]) -> tuple[int, float, float]:
     """(cells, teacher-forced tokens, forward FLOPs) of scoring `cfg`'s model on its grids, once per
     test-time recurrence count (None: the model's own), as `benchmarks/eval_grid_time.py` counts them."""
-    model = meta_model(cfg)
     cells = _cells(cfg)
     tokens, tokens_x_line = _token_sums(cells, cfg.eval.per_cell)
     flops = 0.0
     for r in recurrences:
-        reps = r or cfg.model.test_recurrences
-        at_zero = model.flops_per_token(0, reps, grad_recurrences=0)
-        per_length = model.flops_per_token(1, reps, grad_recurrences=0) - at_zero
+        at_zero, per_length = token_flops(cfg, r or cfg.model.test_recurrences)
         flops += at_zero * tokens + per_length * tokens_x_line
     return len(cells) * len(recurrences), tokens * len(recurrences), flops
 

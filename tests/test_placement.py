@@ -86,6 +86,34 @@ def test_eval_pools_count_whole_cpus_and_gpus_node_by_node():
         eval_pools(3, None, 1, nodes({"CPU": 4}))
 
 
+def _items(preset_name: str, overrides: list[str], grid: str, per_cell: int = 100) -> list[dict]:
+    """Work items as the planner makes them (evaluation.plan), for a model of this preset on this grid."""
+    from abacus_ray.evaluation import plan
+    from abacus_ray.evaluation.grids import resolve_grid_names
+
+    c = preset(preset_name, overrides)
+    cells = sorted(plan.cells_for(c, resolve_grid_names([grid])), key=lambda cell: plan.cell_cost(cell, per_cell))
+    flops = plan.token_flops(c, c.model.test_recurrences)
+    return [{"i": [x.i for x in u], "flops": plan.forward_flops(u, per_cell, flops)}
+            for u in plan.work_units(cells, per_cell, plan.ITEM_TOKENS, plan.ITEM_CELLS)]
+
+
+def test_grid_evaluation_gives_cpu_actors_only_what_they_finish_well_before_the_gpus():
+    from abacus_ray.cluster.grid_eval import split_by_speed
+
+    # The paper's 8 x 2 on the whole grid, one H100 machine (1 GPU actor, 15 CPU actors): a CPU core
+    # is ~3,000x slower on this model, so every item goes to the GPU (a fixed ratio sent 43 % to CPUs).
+    paper = _items("paper", ["model.layers=8", "model.recurrences=2"], "paper-addition")
+    gpu, cpu = split_by_speed(paper, 1, 15)
+    assert len(gpu) == len(paper) and cpu == []
+    # The tiny model: CPU actors are worth using, and take a share that ends in half the GPU pool's time.
+    tiny = _items("tiny", [], "paper-addition")
+    gpu, cpu = split_by_speed(tiny, 1, 15)
+    assert 0 < len(cpu) < len(gpu) and len(gpu) + len(cpu) == len(tiny)
+    assert sorted(map(id, gpu + cpu)) == sorted(map(id, tiny))  # each item exactly once
+    assert split_by_speed(tiny, 0, 4) == ([], tiny) and split_by_speed(tiny, 2, 0) == (tiny, [])
+
+
 def test_bad_placement_settings_are_one_line_config_errors():
     for key, value, culprit in [("placement", "DIAGONAL", "cluster.placement"), ("resources", "a4000", "cluster.resources"),
                                 ("resources", "GPU:1", "cluster.resources"), ("wait_warn_s", "0", "cluster.wait_warn_s")]:

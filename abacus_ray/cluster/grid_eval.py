@@ -4,8 +4,8 @@ The caller plans small work items first (`evaluation.plan.plan_items`: a checkpo
 worth of cells, only the cells whose results key is missing), Ray Data hands them to actor pools that pull items as they finish
 (fast actors take more), each actor keeps its last models loaded, and the driver writes every
 returned block as an atomic Parquet part. On a cluster with GPUs a GPU pool and a CPU pool run side
-by side; items are split between them by an assumed speed ratio, and each pool balances its own
-actors dynamically. A GPU actor falls back to the CPU where CUDA is absent (a fake GPU slot in tests).
+by side; items are split between them by their forward FLOPs and each pool's speed (`split_by_speed`),
+and each pool balances its own actors dynamically. A GPU actor falls back to the CPU where CUDA is absent (a fake GPU slot in tests).
 """
 
 from __future__ import annotations
@@ -38,7 +38,14 @@ from abacus_ray.model.checkpoint import load_checkpoint
 # remote-args route, whose warning is not about the user's run.
 warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated", category=RayDeprecationWarning)
 
-GPU_SPEEDUP = 20.0  # assumed items/s of a GPU actor relative to a CPU actor, for the static split
+# An evaluator actor's speed, for the split between the pools: forward FLOP/s and a fixed cost per cell.
+# GPU: the H100's, 153 TFLOP/s on the paper's 8 x 2 under autocast and ~190 in bf16-pure
+# (docs/performance.md); slower GPUs leave the CPUs a little less than they could take, which costs
+# little, where an underestimate hands CPU actors cells that run long after the GPUs are done.
+# CPU (one core, fp32): 41-56 GFLOP/s measured on the project's 2-core EPYC VM (tiny and 8 x 2).
+GPU_ACTOR_FLOPS, GPU_CELL_S = 150e12, 0.005
+CPU_ACTOR_FLOPS, CPU_CELL_S = 40e9, 0.001
+CPU_MARGIN = 2.0  # a CPU actor takes an item only if it would end in half the GPU pool's time: a late GPU pool costs little
 ATTEMPTS = 5  # Ray Data runs of one evaluation: the first, then after lost nodes
 RETRY_WAIT_S = 5.0  # before a rerun: the GCS needs seconds to mark a killed node dead, and a pool
 # sized while it still counts that node places an actor there that dies at once (measured)
@@ -93,15 +100,7 @@ class CellEvaluator:
 def _datasets(items: list[dict[str, Any]], eval_cfg: EvalConfig, cpu_actors: int | None, gpu_actors: int | None):
     """The items as one Ray Data pipeline: a GPU actor pool and a CPU actor pool sized to the live nodes."""
     n_gpu, n_cpu = eval_pools(len(items), cpu_actors, gpu_actors)
-    # Static split by expected speed; inside each pool actors pull items dynamically.
-    share = n_gpu * GPU_SPEEDUP / (n_gpu * GPU_SPEEDUP + n_cpu) if n_gpu else 0.0
-    k = round(len(items) * share)
-    if n_gpu and n_cpu:
-        k = min(max(k, 1), len(items) - 1)
-    # Interleave so both pools get short and long cells.
-    order = sorted(range(len(items)), key=lambda t: (t * 7919) % len(items))
-    gpu_items = [items[t] for t in order[:k]]
-    cpu_items = [items[t] for t in order[k:]]
+    gpu_items, cpu_items = split_by_speed(items, n_gpu, n_cpu)
     # An actor is not restarted (max_restarts=0): on a lost node it could only wait for resources that
     # are gone. Its items fail instead, and `evaluate_on_ray` runs what is missing on the nodes left.
     outputs = []
@@ -109,13 +108,39 @@ def _datasets(items: list[dict[str, Any]], eval_cfg: EvalConfig, cpu_actors: int
         outputs.append(ray.data.from_items(gpu_items, override_num_blocks=len(gpu_items)).map_batches(
             CellEvaluator, fn_constructor_args=("gpu", eval_cfg), batch_size=1, batch_format="pyarrow",
             num_gpus=1, num_cpus=0, max_restarts=0,
-            compute=ray.data.ActorPoolStrategy(size=n_gpu)))  # RAY: GPU pool
+            compute=ray.data.ActorPoolStrategy(size=min(n_gpu, len(gpu_items)))))  # RAY: GPU pool
     if cpu_items:
         outputs.append(ray.data.from_items(cpu_items, override_num_blocks=len(cpu_items)).map_batches(
             CellEvaluator, fn_constructor_args=("cpu", eval_cfg), batch_size=1, batch_format="pyarrow",
             num_cpus=1, max_restarts=0,
-            compute=ray.data.ActorPoolStrategy(size=max(n_cpu, 1))))  # RAY: CPU pool
+            compute=ray.data.ActorPoolStrategy(size=min(max(n_cpu, 1), len(cpu_items)))))  # RAY: CPU pool
     return outputs[0] if len(outputs) == 1 else outputs[0].union(*outputs[1:])
+
+
+def split_by_speed(items: list[dict[str, Any]], n_gpu: int, n_cpu: int) -> tuple[list[dict], list[dict]]:
+    """(GPU pool's items, CPU pool's items): largest first, each to the GPU pool unless the CPU pool would
+    end in half the GPU pool's time with it (its work over its actors, or that one item if longer).
+
+    The split is static because the pools are separate Ray Data operators. It must know the model: a
+    CPU core is ~3,000x slower than an H100 on the paper's 8 x 2 but only ~20x on the tiny preset, and
+    a fixed ratio of 20 once gave 43 % of an 8 x 2's cells to CPU actors, still running minutes after
+    the GPU had finished (docs/performance.md, "The GPU path").
+    """
+    if not n_gpu or not n_cpu:
+        return (items, []) if n_gpu else ([], items)
+    gpu: list[dict] = []
+    cpu: list[dict] = []
+    gpu_work = cpu_work = cpu_longest = 0.0
+    for item in sorted(items, key=lambda it: it["flops"], reverse=True):
+        on_gpu = len(item["i"]) * GPU_CELL_S + item["flops"] / GPU_ACTOR_FLOPS
+        on_cpu = len(item["i"]) * CPU_CELL_S + item["flops"] / CPU_ACTOR_FLOPS
+        if CPU_MARGIN * max((cpu_work + on_cpu) / n_cpu, cpu_longest, on_cpu) < (gpu_work + on_gpu) / n_gpu:
+            cpu.append(item)
+            cpu_work, cpu_longest = cpu_work + on_cpu, max(cpu_longest, on_cpu)
+        else:
+            gpu.append(item)
+            gpu_work += on_gpu
+    return gpu, cpu
 
 
 def _left(items: list[dict[str, Any]], done: set[tuple]) -> list[dict[str, Any]]:

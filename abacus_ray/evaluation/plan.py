@@ -109,6 +109,23 @@ def cell_cost(cell: Cell, per_cell: int) -> float:
     return float(line * (min(per_cell, min(i, j)) if cell.task == "or" else per_cell))
 
 
+def token_flops(cfg: ExperimentConfig, recurrences: int) -> tuple[float, float]:
+    """(Forward FLOPs per token at line length 0, added per unit of line length) of `cfg`'s model run
+    `recurrences` times: a forward's FLOPs per token are linear in the line length (attention)."""
+    from abacus_ray.training.budget import meta_model  # shapes only, cached per architecture
+
+    model = meta_model(cfg)
+    at_zero = model.flops_per_token(0, recurrences, grad_recurrences=0)
+    return at_zero, model.flops_per_token(1, recurrences, grad_recurrences=0) - at_zero
+
+
+def forward_flops(cells: Sequence[Cell], per_cell: int, flops: tuple[float, float]) -> float:
+    """Forward FLOPs of scoring `cells` teacher-forced, given `token_flops`: what the cluster divides by
+    an evaluator's speed to split items between its GPU and CPU pools."""
+    at_zero, per_length = flops
+    return sum(cell_cost(c, per_cell) * (at_zero + per_length * cell_cost(c, 1)) for c in cells)
+
+
 def check_eval_memory(cfg: ExperimentConfig, cells: Sequence[Cell], eval_cfg: EvalConfig, device: Any) -> None:
     """Refuse before scoring when the largest of `cells` cannot fit `device` (model/memory.py): its
     problems, their initial-state noise and the weights are held at once."""
@@ -185,8 +202,10 @@ def plan_items(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalC
         skipped += len(cells) - len(todo)
         todo_total += len(todo)
         todo.sort(key=lambda c: (c.task, cell_cost(c, eval_cfg.per_cell)))
+        flops = token_flops(cfg, eval_cfg.recurrences or cfg.model.test_recurrences)
         for unit in work_units(todo, eval_cfg.per_cell, ITEM_TOKENS, ITEM_CELLS):
             items.append({"checkpoint": str(path), "task": [c.task for c in unit], "i": [c.i for c in unit],
                           "j": [c.j for c in unit], "run_id": src.run_id or "", "trial_id": src.trial_id or "",
-                          "cost": sum(cell_cost(c, eval_cfg.per_cell) for c in unit)})
+                          "cost": sum(cell_cost(c, eval_cfg.per_cell) for c in unit),
+                          "flops": forward_flops(unit, eval_cfg.per_cell, flops)})
     return WorkPlan(items, todo_total, skipped)
