@@ -116,7 +116,7 @@ grid() {
     fi
     echo "model: $run" >> "$d/timings.txt"
     # the whole grid (10,060 cells x 100 problems) through the CLI, load included, in the fastest precision
-    for p in ${GRID_PRECISIONS:-bf16-pure}; do
+    for p in ${GRID_PRECISIONS-bf16-pure}; do
         start=$(date +%s.%N)
         timeout "$(cap 300)" $PY -m abacus_ray.cli eval "$run" --out "$d/results_$p" --grid "${GRID:-paper-addition}" \
             --device "$DEV" --quiet --precision "$p" > "$d/eval_$p.out" 2> "$d/eval_$p.log"
@@ -125,7 +125,7 @@ grid() {
     # verdict flips against fp32 on a spread sample of the grid (every 9th length: 144 cells x 100 problems)
     timeout "$(cap 150)" $PY benchmarks/precision_verdicts.py "$run" --grid "${FLIP_GRID:-cells:1-100:9x1-100:9}" --device "$DEV" \
         --precisions fp32 bf16 bf16-pure tf32 --csv "$d/precision.csv" > "$d/precision.txt" 2>&1
-    for p in ${GRID_PRECISIONS:-bf16-pure}; do
+    for p in ${GRID_PRECISIONS-bf16-pure}; do
         $PY -m abacus_ray.cli summary "$d/results_$p" > "$d/summary_$p.txt" 2>&1
         (cd "$d" && tar -czf "results_$p.tgz" "results_$p" && rm -rf "results_$p")
     done
