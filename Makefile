@@ -21,7 +21,7 @@ FIGURES := fig3_embeddings fig4_depth_recurrence fig5_add_sub fig6_multiplicatio
            fig18_effective_depth fig19_injection_throttle fig20_random_padding fig21_index_hints \
            table1_sorting table2_sorting_arch extrapolation_10x
 
-.PHONY: install test test-cluster test-fast demo lint bench soak suite-cpu clean eval-100plus dashboards browser-deps $(FIGURES) \
+.PHONY: install test test-cluster test-many-nodes test-fast demo lint bench soak suite-cpu clean eval-100plus dashboards browser-deps $(FIGURES) \
         fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 fig15 fig16 fig18 fig19 fig20 fig21 table1 table2 x10
 
 install: $(STAMP)
@@ -46,16 +46,20 @@ endif
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: install browser-deps
-	$(PYTEST) -m "not cluster" --durations=15
+	$(PYTEST) -m "not cluster and not many_nodes" --durations=15
 
-# The many-node scenarios (nodes that share only the network and an S3 server on loopback; the 8+ raylet
-# scheduling test): minutes each, so outside `make test`; CI runs them right after it.
+# The many-node scenarios (nodes that share only the network and an S3 server on loopback): minutes
+# each, so outside `make test`; CI runs them right after it. The 9-raylet scheduling scenario has its own
+# target, reported by CI but not gating until it has passed five runs in a row (README, "Development").
 test-cluster: install browser-deps
 	$(BIN)/python -m pytest -q -m cluster --durations=15
 
+test-many-nodes: install
+	$(BIN)/python -m pytest -q -s -m many_nodes --durations=5
+
 # No Ray, no training beyond a few steps: the inner loop while editing (well under a minute on 2 cores).
 test-fast: install
-	$(PYTEST) -m "not ray and not slow and not cluster"
+	$(PYTEST) -m "not ray and not slow and not cluster and not many_nodes"
 
 # The main job on an embedded local Ray (127.0.0.1): the tiny Fig. 10 sweep, trained through Tune +
 # Train, evaluated through Ray Data into Parquet; then one row per k (95 % intervals, where the trained
