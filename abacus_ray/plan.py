@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import Cell, resolve_grid_names
 from abacus_ray.evaluation.plan import cell_cost, cells_for, token_flops
-from abacus_ray.training.budget import A4000_UTILISATION, meta_model, sample_flops, sample_limit
+from abacus_ray.model.memory import meta_model
+from abacus_ray.training.budget import A4000_UTILISATION, sample_flops, sample_limit
 from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
 from abacus_ray.training.throughput import PEAK_TFLOPS
 

@@ -20,7 +20,7 @@ from abacus_ray.config.train import resolved_precision
 from abacus_ray.evaluation.grids import Cell, Grid
 from abacus_ray.evaluation.results import done_keys, key_of
 from abacus_ray.model.checkpoint import META_FILE, read_checkpoint_config, read_json, resolve_checkpoint
-from abacus_ray.model.memory import check_eval_fits
+from abacus_ray.model.memory import check_eval_fits, meta_model
 from abacus_ray.storage import Location
 
 
@@ -112,9 +112,7 @@ def cell_cost(cell: Cell, per_cell: int) -> float:
 def token_flops(cfg: ExperimentConfig, recurrences: int) -> tuple[float, float]:
     """(Forward FLOPs per token at line length 0, added per unit of line length) of `cfg`'s model run
     `recurrences` times: a forward's FLOPs per token are linear in the line length (attention)."""
-    from abacus_ray.training.budget import meta_model  # shapes only, cached per architecture
-
-    model = meta_model(cfg)
+    model = meta_model(cfg)  # shapes only, cached per architecture
     at_zero = model.flops_per_token(0, recurrences, grad_recurrences=0)
     return at_zero, model.flops_per_token(1, recurrences, grad_recurrences=0) - at_zero
 

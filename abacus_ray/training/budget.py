@@ -21,9 +21,8 @@ import functools
 import time
 from dataclasses import dataclass, field
 
-import torch
-
 from abacus_ray.config import ExperimentConfig
+from abacus_ray.model.memory import meta_model
 from abacus_ray.tasks.stream import padded_length
 from abacus_ray.training.progressive import backprop_limit, expected_depths
 from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
@@ -33,22 +32,6 @@ from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
 A4000_PEAK_FLOPS = 76.7e12
 A4000_UTILISATION = 0.30
 A4000_HOUR_FLOPS = A4000_PEAK_FLOPS * A4000_UTILISATION * 3600.0  # model FLOPs in one A4000-hour
-
-
-def meta_model(cfg: ExperimentConfig):
-    """`cfg`'s model on the meta device (shapes only, no memory), built once per architecture and
-    vocabulary: the initialisation alone costs ~0.2 s, and a whole reproduction's plan asks hundreds of times."""
-    from abacus_ray.tasks.tokenizer import get_tokenizer
-
-    return _meta_model(cfg.model, get_tokenizer(cfg.task.tokenizer_name).vocab_size)
-
-
-@functools.lru_cache(maxsize=256)
-def _meta_model(model_cfg, vocab_size: int):
-    from abacus_ray.model.transformer import ArithmeticTransformer
-
-    with torch.device("meta"):
-        return ArithmeticTransformer(model_cfg, vocab_size)
 
 
 def sample_flops(cfg: ExperimentConfig) -> float:
