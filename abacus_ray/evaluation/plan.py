@@ -204,6 +204,5 @@ def plan_items(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalC
         for unit in work_units(todo, eval_cfg.per_cell, ITEM_TOKENS, ITEM_CELLS):
             items.append({"checkpoint": str(path), "task": [c.task for c in unit], "i": [c.i for c in unit],
                           "j": [c.j for c in unit], "run_id": src.run_id or "", "trial_id": src.trial_id or "",
-                          "cost": sum(cell_cost(c, eval_cfg.per_cell) for c in unit),
                           "flops": forward_flops(unit, eval_cfg.per_cell, flops)})
     return WorkPlan(items, todo_total, skipped)
