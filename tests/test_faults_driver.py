@@ -54,8 +54,8 @@ def test_killed_sweep_driver_resumes_through_tuner_restore(tmp_path):
     from abacus_ray.evaluation.results import KEY, read_cells
 
     storage = tmp_path / "storage"
-    cmd = [sys.executable, "sweeps/fig10_k.py", "--preset", "tiny", "--max-trials", "3", "--num-cpus", "2",
-           "--set", "cluster.cpus_per_worker=0.98", "--set", "train.global_batch=64", "--set", "train.micro_batch=64",
+    cmd = [sys.executable, "sweeps/fig10_k.py", "--preset", "tiny", "--seeds", "2", "--max-trials", "3",
+           "--num-cpus", "2", "--set", "train.global_batch=64", "--set", "train.micro_batch=64",
            "--storage", str(storage), "--set", f"train.max_steps={SWEEP_STEPS}", "--set", "cluster.trainer=function",
            "--set", "train.checkpoint_every_min=0.02", "--set", "eval.per_cell=3", "--grid", SWEEP_CELLS,
            "--no-dashboard"]

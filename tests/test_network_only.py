@@ -26,9 +26,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.ray, pytest.mark.slow]
 
 # Two trials of the tiny Fig. 10 sweep, short: a checkpoint every 3 s (so a node lost mid-training has
 # one to resume from), a 400-cell grid (long enough to lose a node under it, as the node-loss test).
-# Batches of 64 and a 0.98-CPU worker, as the scenarios were timed (the demo's own are smaller).
+# Batches of 64, as the scenarios were timed (the demo's are smaller).
 SWEEP = ["python", "sweeps/fig10_k.py", "--preset", "tiny", "--max-trials", "2", "--set", "train.max_steps=60",
-         "--set", "train.global_batch=64", "--set", "train.micro_batch=64", "--set", "cluster.cpus_per_worker=0.98",
+         "--set", "train.global_batch=64", "--set", "train.micro_batch=64",
          "--set", "train.report_every_s=1", "--set", "train.checkpoint_every_min=0.05", "--per-cell", "10",
          "--grid", "cells:1-20x1-20", "--no-dashboard"]
 CELLS = 2 * 400
