@@ -1,6 +1,6 @@
 """Training-stream throughput on one core: samples/s of `TrainStream.batch` per task and variant.
 
-Goal (issue 2): >= 50,000 samples/s for size-20 addition, micro-batches of 512, one thread. Plain
+Goal: >= 50,000 samples/s for size-20 addition, micro-batches of 512, one thread. Plain
 +, -, x, +/- use the vectorised fast path; hints, padding, sorting and OR use the string path, shown
 for comparison, as is `generate` for single eval cells (reference path, Python ints).
 

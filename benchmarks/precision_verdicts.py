@@ -1,4 +1,4 @@
-"""How many exact-match verdicts change between numeric precisions, per cell and overall (issue 17).
+"""How many exact-match verdicts change between numeric precisions, per cell and overall.
 
     python benchmarks/precision_verdicts.py CHECKPOINT [--grid tiny-addition] [--precisions fp32 bf16 tf32]
                                             [--per-cell 100] [--device cpu] [--csv out.csv]

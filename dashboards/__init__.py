@@ -1,4 +1,4 @@
-"""Interactive accuracy dashboards from abacus-ray's Parquet results (issue 7).
+"""Interactive accuracy dashboards from abacus-ray's Parquet results.
 
 `build_site(results, out_dir)` writes a static, offline site: an index of sweeps and models, one page
 per sweep (heatmaps in the paper's orientation, diagonal lines, region bars with per-seed points,

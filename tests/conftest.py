@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks.cens
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "token")  # as the product: every Ray the suite starts checks tokens
 # A Ray temp dir per test process (xdist workers run side by side): Rays on one host that share one
-# session directory clean up each other's files (issue 16). Short, for Ray's socket paths.
+# session directory clean up each other's files. Short, for Ray's socket paths.
 RAY_TMPDIR = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
 os.environ["RAY_TMPDIR"] = str(RAY_TMPDIR)
 atexit.register(shutil.rmtree, RAY_TMPDIR, ignore_errors=True)  # after every Ray of this process stopped

@@ -1,4 +1,4 @@
-"""The fault tests' tools (issue 8): start a driver, poll what it writes, SIGKILL it, check nothing outlives it.
+"""The fault tests' tools: start a driver, poll what it writes, SIGKILL it, check nothing outlives it.
 
 Shared by `test_faults_trial.py` (a killed Ray Train worker), `test_faults_driver.py` (a killed sweep
 driver) and `test_faults_eval.py` (a killed grid evaluation). Every fault is a real SIGKILL of a real

@@ -2,7 +2,7 @@
 
 Every node runs `ray start --block` as a child of the test process (so killing a node is killing one
 process tree, and nothing outlives the test), has its own `--temp-dir` (nodes on one host that share
-a session directory delete each other's runtime-env files: issue 16), and checks the cluster's token.
+a session directory delete each other's runtime-env files), and checks the cluster's token.
 A cluster of several nodes runs inside a network namespace that has only a loopback interface
 (`unshare -n`, root): Ray binds `*:port` on multi-node clusters, and there nothing is reachable from
 outside. The clients (`ray job submit`, state queries) enter the same namespace with `nsenter`.

@@ -313,7 +313,7 @@ def test_briefly_trained_model_engines_agree_and_some_problems_are_right(trained
 
 
 def test_pure_bf16_forward_keeps_the_fp32_verdicts(trained):
-    """`eval.precision=bf16-pure` (issue 18): weights, residual stream and norms in bf16, no fp32 copy.
+    """`eval.precision=bf16-pure`: weights, residual stream and norms in bf16, no fp32 copy.
     Its verdicts are compared with fp32 problem by problem, with bf16 autocast beside it."""
     from abacus_ray.model.precision import resolve_precision
     cells = prepared("add", [(1, 1), (1, 2), (2, 1), (2, 2)], count=50)

@@ -1,4 +1,4 @@
-"""Error classes (evaluation/errors.py, issue 19): hand-made wrong answers, then through the evaluator."""
+"""Error classes (evaluation/errors.py): hand-made wrong answers, then through the evaluator."""
 
 from types import SimpleNamespace
 

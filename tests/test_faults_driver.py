@@ -1,4 +1,4 @@
-"""Fault 2 (issue 8): SIGKILL the sweep driver, rerun the same command; `Tuner.restore` finishes the sweep.
+"""Fault 2: SIGKILL the sweep driver, rerun the same command; `Tuner.restore` finishes the sweep.
 
 Each test then reruns or waits for recovery and checks that nothing was lost, nothing was done twice,
 and no reader ever saw a half-written file (the tools: `tests/faults.py`).

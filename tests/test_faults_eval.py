@@ -1,4 +1,4 @@
-"""Fault 3 (issue 8): SIGKILL grid evaluation at random points, rerun to exactly every cell once.
+"""Fault 3: SIGKILL grid evaluation at random points, rerun to exactly every cell once.
 
 Each test then reruns or waits for recovery and checks that nothing was lost, nothing was done twice,
 and no reader ever saw a half-written file (the tools: `tests/faults.py`).

@@ -1,4 +1,4 @@
-"""Fault 1 (issue 8): SIGKILL the Ray Train worker mid-trial; the trial resumes from its last checkpoint.
+"""Fault 1: SIGKILL the Ray Train worker mid-trial; the trial resumes from its last checkpoint.
 
 Each test then reruns or waits for recovery and checks that nothing was lost, nothing was done twice,
 and no reader ever saw a half-written file (the tools: `tests/faults.py`).

@@ -1,4 +1,4 @@
-"""The audit's fidelity items (issue 17, docs/fidelity.md): each test fails on the code before the fix.
+"""The audit's fidelity items (docs/fidelity.md): each test fails on the code before the fix.
 
 * index-hint scoring: the official rule (digits only, hints dropped, twice the unhinted answer field) by
   default, the strict rule as an option, both named in every results row;

@@ -1,7 +1,7 @@
 """Placement: impossible requests fail at once with one line, waits are told, several trials share a GPU.
 
 The arithmetic of `abacus_ray.cluster.placement` is checked on hand-made node lists (the cases of
-issue 16: 1-CPU nodes, a GPU trial without a GPU node, more workers than CPUs); the CLI's fail-fast
+1-CPU nodes, a GPU trial without a GPU node, more workers than CPUs); the CLI's fail-fast
 path, the pending-resources message and fractional GPUs run on a real embedded Ray.
 """
 

@@ -1,4 +1,4 @@
-"""Results as tables (issue 19): docs/results-schema.md documents every column, and its pandas,
+"""Results as tables: docs/results-schema.md documents every column, and its pandas,
 DuckDB and Polars one-liners read a results directory that mixes schema versions 1 and 2."""
 
 import glob

@@ -219,7 +219,7 @@ def test_ddp_ranks_report_at_the_same_steps_when_a_checkpoint_is_due(tmp_path):
 def test_compiled_training_survives_changing_depths_offsets_and_lengths(monkeypatch):
     """`train.compile` used to wrap the whole forward: after the first recompile the progressive loss's
     (n, k) and the Abacus offset turned symbolic and Dynamo crashed (on CPU at
-    `set_grad_enabled(r >= first_grad)`; in the H100 run as "invalid shape dimension", issue 18).
+    `set_grad_enabled(r >= first_grad)`; in the H100 run as "invalid shape dimension").
     Now only the recurrent block is compiled, on batches padded to one length: a 1 x 4 loop, whose
     (n, k), offset and batch lengths change every call, trains through, with a fixed handful of graphs."""
     torch._dynamo.reset()

@@ -132,7 +132,7 @@ def quiet_data_progress() -> None:
     import ray.data
 
     ctx = ray.data.DataContext.get_current()
-    # Ray Data says once, at WARNING, that its bars are off: not about the user's run (issue 19).
+    # Ray Data says once, at WARNING, that its bars are off: not about the user's run.
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
     ctx.enable_progress_bars = False
     ctx.enable_operator_progress_bars = False

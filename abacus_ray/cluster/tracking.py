@@ -1,4 +1,4 @@
-"""Experiment tracking through Ray Tune's own integrations: one run per trial (issue 19).
+"""Experiment tracking through Ray Tune's own integrations: one run per trial.
 
 `--tracking mlflow` (the default) attaches Ray's `MLflowLoggerCallback` to the sweep's Tuner with a
 local SQLite store in the sweep's storage (`<sweep>/mlflow.db`: works offline, no server; MLflow 3

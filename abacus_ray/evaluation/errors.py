@@ -1,4 +1,4 @@
-"""Error analysis: how a wrong answer went wrong, from its first wrong token (issue 19).
+"""Error analysis: how a wrong answer went wrong, from its first wrong token.
 
 Every engine knows, per problem, the answer position of the first wrong token and the token the model
 put there (teacher forcing: the argmax after the correct prefix, which is what greedy decoding emits

@@ -7,7 +7,7 @@ GradScaler, fp32 master weights. Master weights are fp32 in every mode. On CUDA 
 fp32 matrix products and `tf32` lets them run on TF32 tensor cores (the official evaluation's fp32
 with PyTorch's default; docs/fidelity.md measures how many verdicts each changes). `bf16-pure`
 (evaluation only) runs the whole forward in bf16, weights and residual stream included, where
-autocast keeps the residual adds, LayerNorms and noise in fp32 (issue 18: ~45 % of GPU time).
+autocast keeps the residual adds, LayerNorms and noise in fp32 (~45 % of GPU time: docs/performance.md).
 """
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ class ArithmeticTransformer(nn.Module):
         The block's graph sees only tensors of fixed shape: the depth, the progressive loss's (n, k)
         and the Abacus offset stay in eager Python around it, so they can change every call without
         a recompile. Compiling the whole forward made those ints symbolic after the first recompile
-        and crashed (issue 18). Callers keep the sequence length fixed too (the training loop pads
+        and crashed. Callers keep the sequence length fixed too (the training loop pads
         every batch to the task's longest line, `tasks.stream.padded_length`); a new length only
         costs one more graph. Decoding with a KV cache stays eager.
         """

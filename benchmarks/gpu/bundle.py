@@ -1,4 +1,4 @@
-"""Build `.gpu/site.tgz`: Ray, stripped, plus the dependencies the GPU machine's image lacks (issue 18).
+"""Build `.gpu/site.tgz`: Ray, stripped, plus the dependencies the GPU machine's image lacks.
 
     python benchmarks/gpu/bundle.py [--python 3.12] [--out .gpu/site.tgz] [--max-mb 60]
 
