@@ -54,6 +54,8 @@ def test_killed_sweep_driver_resumes_through_tuner_restore(tmp_path):
     from abacus_ray.evaluation.results import KEY, read_cells
 
     storage = tmp_path / "storage"
+    # three trials on 2 CPUs (the tiny Fig. 10 has two per seed): two train while the third waits, so the
+    # kill lands with one finished and others not; batches of 64, as the test was timed
     cmd = [sys.executable, "sweeps/fig10_k.py", "--preset", "tiny", "--seeds", "2", "--max-trials", "3",
            "--num-cpus", "2", "--set", "train.global_batch=64", "--set", "train.micro_batch=64",
            "--storage", str(storage), "--set", f"train.max_steps={SWEEP_STEPS}", "--set", "cluster.trainer=function",
