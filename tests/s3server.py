@@ -9,7 +9,7 @@ directory that `stop` removes.
 
 `S3Server.start(wrap=...)` runs it inside a network namespace (`raycluster.Namespace.wrap`): the
 ports are then chosen, and the server probed, inside that namespace, where the cluster's nodes reach
-it on 127.0.0.1. `docs/design.md` and `/work/shared/notes/object-storage.md` hold the measured facts.
+it on 127.0.0.1. The measured facts it relies on: docs/guide.md, "Testing against a local S3 server".
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Checkpoints of the official code (mcleish7/arithmetic) as abacus-ray models, and back.
 
 The official `TorchEngine.save_final_model` writes a directory with `model.safetensors` (the state
-dict) and `model_config.json` (the resolved `arch` config); /work/shared/notes/official-checkpoint-format.md
-and docs/official-code.md §4 record what those files hold. This module maps both onto ours:
+dict) and `model_config.json` (the resolved `arch` config); docs/official-code.md §12 records what those
+files hold (and §4 the model they describe). This module maps both onto ours:
 
 * the config onto an `ExperimentConfig` (`experiment_from_official`): block size, recurrences,
   width, heads, positions, injection, Abacus k, initial state, vocabulary. The files do not name the

@@ -3,7 +3,7 @@
     python benchmarks/gpu/bundle.py [--python 3.12] [--out .gpu/site.tgz] [--max-mb 60]
 
 The GPU machine has PyTorch with CUDA but no Ray, and only 64 MiB travel with a command
-(../shared/notes/gpu-device.md). The Ray wheel alone is 79 MB, 32 MB of it the Java workers; this
+(docs/guide.md, "A GPU machine without Ray"). The Ray wheel alone is 79 MB, 32 MB of it the Java workers; this
 script downloads the wheels for the machine's Python (manylinux x86_64), unpacks them into one
 `site/` tree, deletes what the project never imports (`ray/jars`, `ray/rllib`, `ray/llm`, `ray/serve`,
 the dashboard's source maps), and packs it with tar, which keeps the executable bits of `raylet` and
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-# What the GPU image already has (../shared/notes/gpu-device.md, 2026-11-23), canonical names.
+# What the GPU image already has (docs/guide.md, "A GPU machine without Ray"), canonical names.
 IMAGE_HAS = {canonicalize_name(n) for n in (
     "torch", "triton", "numpy", "pyarrow", "pandas", "pytest", "hypothesis", "psutil", "tqdm", "rich",
     "tensorboard", "grpcio", "msgpack", "protobuf", "pyyaml", "click", "filelock", "requests", "aiohttp",
