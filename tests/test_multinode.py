@@ -1,24 +1,29 @@
-"""A real multi-node Ray cluster, in a loopback-only network namespace: placement, DDP across nodes,
-grid evaluation across nodes (node loss: `test_multinode_nodeloss.py`, on a cluster of its own).
-Everything goes through `ray job submit` with the token.
+"""A real multi-node Ray cluster, in a loopback-only network namespace, shared by every test here:
+token auth, an impossible trial refused, trials of mixed shapes scheduled onto their nodes, placement
+of trials and evaluation pools by config, DDP across nodes. Everything goes through `ray job submit`.
+(Node loss and storage that only the network shares: `test_network_only.py`, `make test-cluster`.)
 
 The cluster (`tests/raycluster.py`, `lab_cluster`): a head with 1 CPU, a "GPU node" with 2 CPUs, one
 fake GPU slot and the custom resource `accel`, and a CPU-only node with 3 CPUs and the custom resource
 `cpu_pool`, each its own raylet with its own temp dir; storage is a directory every node sees. Where
-things ran is read from Ray's own records (the state API's actors, the placement-group table) and from
-the `worker` column of the results.
+things ran is read from Ray's own records (the state API's actors and tasks, the placement-group
+table) and from the `worker` column of the results.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
+import pyarrow.parquet as pq
 import pytest
-from raycluster import final_reports, lab_cluster
+from many_nodes import RECORDS, Schedule
+from pace import slowness
+from raycluster import RAY, final_reports, lab_cluster, new_token
 
 from abacus_ray.evaluation.results import KEY, read_cells
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.cost(210)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.cost(240)]
 
 WORKERS_AND_NODES = """
 import json
@@ -43,14 +48,69 @@ def node_of(records: dict, *, gpu: bool) -> set[str]:
     return {n for n, r in records["nodes"].items() if (r.get("GPU", 0) > 0) == gpu}
 
 
+@pytest.mark.parametrize("token", ["none", "wrong"])
+def test_job_without_the_clusters_token_is_refused(cluster, tmp_path, token):
+    """Token auth is on: a client without the token, or with another one, cannot submit code to run."""
+    env = dict(cluster.env)
+    env.pop("RAY_AUTH_TOKEN_PATH")
+    env["HOME"] = str(tmp_path)  # no ~/.ray/auth_token to fall back on
+    if token == "wrong":
+        env["RAY_AUTH_TOKEN_PATH"] = str(new_token(tmp_path))
+    marker = tmp_path / "ran"
+    out = cluster.run([str(RAY), "job", "submit", "--address", cluster.dashboard, "--", "touch", str(marker)],
+                      env=env, timeout=120)
+    assert out.returncode != 0
+    assert "401" in out.stdout + out.stderr or "auth" in (out.stdout + out.stderr).lower()
+    assert not marker.exists()
+    listed = cluster.run([str(RAY), "job", "list", "--address", cluster.dashboard], timeout=120)  # with the token
+    assert listed.returncode == 0 and str(marker) not in listed.stdout + listed.stderr
+    assert os.environ.get("RAY_AUTH_MODE") == "token"
+
+
+def test_an_impossible_trial_is_refused_with_one_line(cluster, tmp_path):
+    out = cluster.submit(["python", "tests/cluster_sweeps/impossible.py", "--storage", str(tmp_path),
+                          "--no-dashboard", "--tracking", "none"], timeout=300)
+    assert out.returncode != 0
+    # `ray job submit` shows the job's log twice (tailed, then in the failure message): one distinct line
+    lines = {line for line in (out.stdout + out.stderr).splitlines() if "can never start" in line}
+    assert len(lines) == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    line = lines.pop()
+    assert line.startswith("abacus-ray sweep: error: cluster: trial impossible/resources=cpu_pool:64 needs 1 worker(s) "
+                           "x {CPU: 1, cpu_pool: 64}") and "the largest of the cluster's 3 node(s) offers" in line
+    assert not (tmp_path / "impossible" / "tune").exists()  # refused before Tune started
+
+
+def test_mixed_trial_shapes_keep_their_nodes_busy(cluster, tmp_path):
+    """Seven `function` trials of three shapes, two waves of each on its nodes: each trial on a node of
+    its kind that it never overfills, the 4 slots >= 85 % busy by Ray's actor tenure while trials waited
+    (the last wave's ragged end left out: `many_nodes.utilisation`), no node with room for a waiting
+    trial longer than a hand-over, and the sweep's `cluster.parquet` agreeing with Ray's records (the
+    same at 9 raylets, 24 trials, over the whole span: `test_many_nodes.py`)."""
+    factor = slowness()
+    t0 = time.monotonic()
+    out = cluster.submit(["python", "tests/cluster_sweeps/mixed_shapes.py", "--storage", str(tmp_path),
+                          "--no-dashboard", "--tracking", "none"], timeout=300)
+    assert out.returncode == 0 and "succeeded" in out.stdout + out.stderr, out.stdout[-4000:] + out.stderr[-4000:]
+    schedule = Schedule.of(cluster.query(RECORDS))
+    table = pq.read_table(tmp_path / "mixed_shapes" / "cluster.parquet").to_pylist()
+    print(f"\nmixed shapes: {len(schedule.trials)} trials in a {schedule.span:.0f} s span (job "
+          f"{time.monotonic() - t0:.0f} s, machine factor {factor:.2f}); slots {schedule.busy_while_waiting:.1%} busy while "
+          f"trials waited ({schedule.busy:.1%} over the span); longest room "
+          f"for a waiting trial {schedule.longest_room:.1f} s\n{schedule.lanes()}")
+    assert schedule.problems(7, table, room_bound_s=15.0 * factor, min_busy=0.85, while_waiting=True) == []
+    cells = read_cells(tmp_path / "mixed_shapes" / "results")
+    assert cells["model_id"].nunique() == 7 and len(cells) == 7 * 16
+
+
 def test_trials_and_evaluation_pools_are_placed_by_config(cluster, tmp_path):
     t0 = time.monotonic()
     out = cluster.submit(["python", "tests/cluster_sweeps/placement.py", "--storage", str(tmp_path), "--no-dashboard"],
                          timeout=300)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert out.returncode == 0 and "succeeded" in out.stdout + out.stderr, out.stdout[-4000:] + out.stderr[-4000:]
     records = cluster.query(WORKERS_AND_NODES)
     gpu_node, = node_of(records, gpu=True)
-    placed = {any(k.startswith("GPU") for k in w["resources"]): w["node"] for w in records["workers"]}
+    mine = [w for w in records["workers"] if any(k.startswith(("accel", "cpu_pool")) for k in w["resources"])]
+    placed = {any(k.startswith("GPU") for k in w["resources"]): w["node"] for w in mine}  # this sweep's two workers
     assert placed[True] == gpu_node  # the GPU-slot trial's worker: the only node with a GPU and `accel`
     cpu_node, = {n for n, r in records["nodes"].items() if "cpu_pool" in r}
     assert placed[False] == cpu_node  # the CPU trial's worker: on the CPU node, leaving the GPU node's CPUs

@@ -102,8 +102,8 @@ def tail(path: Path) -> str:
 ALIVE_ACTORS = """
 import json
 from ray.util.state import list_actors
-print(json.dumps([[a.class_name, a.node_id] for a in list_actors(address=DASHBOARD, filters=[("state", "=", "ALIVE")],
-                                                                 detail=True, limit=10000, raise_on_missing_output=False)]))
+print(json.dumps([[a.class_name, a.node_id, a.required_resources] for a in list_actors(
+    address=DASHBOARD, filters=[("state", "=", "ALIVE")], detail=True, limit=10000, raise_on_missing_output=False)]))
 """
 TRAIN_WORKER_NODES = """
 import json
@@ -113,9 +113,11 @@ print(json.dumps(sorted({a.node_id for a in list_actors(address=DASHBOARD, filte
 """
 
 
-def node_hosting(cluster: Cluster, fragment: str) -> str | None:
-    """The name of a live worker node that runs an actor whose class name contains `fragment`."""
-    on = {node for cls, node in cluster.query(ALIVE_ACTORS) if fragment in cls}
+def node_hosting(cluster: Cluster, fragment: str, resource: str = "CPU") -> str | None:
+    """The name of a live worker node that runs an actor whose class name contains `fragment` and that
+    holds some of `resource` (GPU: the evaluation's GPU pool)."""
+    on = {node for cls, node, needs in cluster.query(ALIVE_ACTORS)
+          if fragment in cls and any(k.startswith(resource) for k in needs or {})}
     return next((name for name, node in cluster.node_ids().items() if node in on and name != "head"), None)
 
 
@@ -199,9 +201,10 @@ def test_sweep_on_a_bucket_trains_on_worker_nodes_and_writes_every_cell_once(lab
 
 def test_worker_nodes_lost_mid_training_and_mid_evaluation(lab, clean, tmp_path):
     """SIGKILL the node under a training trial (after its first checkpoint reached the bucket), let a
-    fresh node join, then SIGKILL a node under the grid evaluation, and another joins: the trials resume
-    from the bucket's checkpoints, the missing cells run again, every cell once, the numbers of the
-    undisturbed run."""
+    fresh node with a (fake) GPU slot join, then SIGKILL that node under the grid evaluation (its GPU
+    actor holds most of the cells), and a CPU node joins: the trials resume from the bucket's
+    checkpoints, the GPU pool's missing cells run again on the CPU actors left, every cell once, the
+    numbers of the undisturbed run."""
     cluster, s3 = lab
     t0 = time.monotonic()
     uri = s3.uri("nodeloss")
@@ -213,11 +216,11 @@ def test_worker_nodes_lost_mid_training_and_mid_evaluation(lab, clean, tmp_path)
         victim = wait_for(lambda: node_hosting(cluster, "RayTrainWorker"), 60, "a live Train worker")
         cluster.kill_node(victim)
         killed_training = time.monotonic() - t0
-        cluster.add_node("w3", num_cpus=3)
+        cluster.add_node("w3", num_cpus=3, num_gpus=1)
         wait_for(lambda: any(p.endswith(".parquet") for p in objects(cluster, f"{uri}/fig10_k/results")), 480,
                  "a results part in the bucket", interval=0.5, alive=lambda: job.poll() is None,
                  context=lambda: tail(tmp_path / "job.log"))
-        evaluator = wait_for(lambda: node_hosting(cluster, "CellEvaluator"), 60, "a live evaluation actor",
+        evaluator = wait_for(lambda: node_hosting(cluster, "CellEvaluator", "GPU"), 60, "a live GPU evaluation actor",
                              interval=0.2)
         cluster.kill_node(evaluator)
         killed_eval = time.monotonic() - t0
@@ -232,7 +235,7 @@ def test_worker_nodes_lost_mid_training_and_mid_evaluation(lab, clean, tmp_path)
     log = (tmp_path / "job.log").read_text(errors="replace")
     assert "missing cells again" in log, tail(tmp_path / "job.log")
     print(f"\nnode loss: killed {victim} at {killed_training:.0f}s (training), {evaluator} at {killed_eval:.0f}s "
-          f"(evaluation); w3, w4 joined; {len(df)} cells, 0 duplicates, equal to the clean run; "
+          f"(evaluation, its GPU pool); w3 (GPU), w4 joined; {len(df)} cells, 0 duplicates, equal to the clean run; "
           f"{time.monotonic() - t0:.0f}s")
 
 

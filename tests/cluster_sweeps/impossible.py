@@ -1,4 +1,4 @@
-"""One trial that fits the many-node cluster and one that no node can hold (two `l4` per worker)."""
+"""One trial that fits a test cluster's CPU nodes and one that no node can hold (64 `cpu_pool` per worker)."""
 
 import sys
 
@@ -9,7 +9,7 @@ SWEEP = Sweep(
     name="impossible",
     caption=__doc__.splitlines()[0],
     base={"cluster.trainer": "function", "train.max_steps": 5, "train.budget_hours": 1000.0},
-    variants=[{"cluster.resources": "l4:1"}, {"cluster.resources": "l4:2"}],
+    variants=[{"cluster.resources": "cpu_pool:1"}, {"cluster.resources": "cpu_pool:64"}],
     seeds=1,
 )
 
