@@ -79,8 +79,10 @@ def module_cost(items: list) -> float:
     return float(any(item.get_closest_marker("slow") or item.get_closest_marker("ray") for item in items))
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
 def pytest_collection_modifyitems(session, config, items):
-    """The costliest modules first, each of the first ones followed by a cheap module.
+    """Every test that starts an S3 server (the `s3` fixture: a `weed` process, seconds) is `slow`; then
+    the costliest modules first, each of the first ones followed by a cheap module.
 
     `make test` runs `--dist loadfile --no-loadscope-reorder`: whole modules go to the xdist workers in
     this order. A worker is sent its next module when its current one is down to its last two tests,
@@ -88,6 +90,9 @@ def pytest_collection_modifyitems(session, config, items):
     `WORKERS` costly modules are therefore each followed by a cheap one, and the rest of the costly ones
     go to whichever worker frees up first (longest first).
     """
+    for item in items:
+        if "s3" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.module.__name__, []).append(item)

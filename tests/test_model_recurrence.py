@@ -202,6 +202,7 @@ def test_zero_initial_state_is_deterministic_without_noise():
         assert torch.equal(model(ids), model(ids, noise=torch.zeros(*ids.shape, H)))
 
 
+@pytest.mark.slow  # torch.compile
 def test_torch_compile_traces_the_noise_initial_state_at_varying_lengths():
     """The whole model under torch.compile (what `train.compile` did before it compiled the block alone,
     and what a user may do for evaluation): the forward draws the noise initial state itself

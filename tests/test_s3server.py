@@ -11,6 +11,8 @@ import pytest
 from pyarrow import fs
 from s3server import S3Server, s3_fixture, s3_server  # noqa: F401 (the `s3` fixture)
 
+pytestmark = pytest.mark.slow  # S3 servers (`weed` processes): `make test`, not `make test-fast`
+
 
 def test_pyarrow_reads_and_writes_parquet_through_the_standard_variables(s3: S3Server, monkeypatch):
     for name, value in s3.env().items():

@@ -158,6 +158,7 @@ def _raw_keys(out) -> Counter:
     return keys
 
 
+@pytest.mark.slow  # `abacus-ray eval` processes
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_two_concurrent_evals_leave_each_key_once(where, ckpt, tmp_path, request):
     out = str(tmp_path / "res") if where == "local" else request.getfixturevalue("s3_env").uri(f"two-{os.getpid()}")
@@ -173,6 +174,7 @@ def test_two_concurrent_evals_leave_each_key_once(where, ckpt, tmp_path, request
     assert code == 0 and " 36" in text.splitlines()[-1]
 
 
+@pytest.mark.slow  # two `abacus-ray eval` processes
 def test_corrupt_part_is_named_skipped_and_reevaluated(ckpt, tmp_path):
     out = tmp_path / "res"
     proc = _eval(ckpt, str(out))

@@ -58,6 +58,7 @@ def test_deterministic_prefix_and_independent_cells():
     assert [p.prompt.replace("-", "+") for p in subs] != [p.prompt for p in a]
 
 
+@pytest.mark.slow  # spawns Python processes
 def test_same_across_processes_and_hash_seeds():
     code = ("from abacus_ray.tasks import eval_problems; "
             "print(repr(eval_problems('sort', 5, 6, 4, seed=3) + eval_problems('add', 30, 2, 4, seed=3)))")

@@ -142,6 +142,7 @@ def _ddp_worker(rank, world, store, cfg_dict, out):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_ddp_two_gloo_ranks_match_one_process(tmp_path):
     """Same global micro-batch (2 x 4 rows vs 1 x 8) and one shared draw of depth and offset: the same
     losses up to reduction order."""
@@ -160,6 +161,7 @@ def test_ddp_two_gloo_ranks_match_one_process(tmp_path):
             torch.testing.assert_close(v, ref[k], rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_ddp_workers_draw_their_own_offsets_and_depths(tmp_path):
     """The default, as the official per-rank seeds (seed + 10 x rank): each of two workers draws its own
     Abacus offset and progressive-loss depth per micro-batch; rank 0 draws what one worker would, and
@@ -216,6 +218,7 @@ def test_ddp_ranks_report_at_the_same_steps_when_a_checkpoint_is_due(tmp_path):
     assert [c for _, c in ranks[0]] == [True, True, True] and [c for _, c in ranks[1]] == [False] * 3
 
 
+@pytest.mark.slow  # torch.compile
 def test_compiled_training_survives_changing_depths_offsets_and_lengths(monkeypatch):
     """`train.compile` used to wrap the whole forward: after the first recompile the progressive loss's
     (n, k) and the Abacus offset turned symbolic and Dynamo crashed (on CPU at

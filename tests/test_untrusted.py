@@ -358,6 +358,7 @@ def test_dashboards_escape_every_user_supplied_string(tmp_path):
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
 
+@pytest.mark.slow  # a real browser (`make browser-deps`)
 def test_hostile_strings_stay_text_in_a_browser(tmp_path):
     """The page script hands run and model ids to Plotly, which renders a subset of HTML (<a href>, <b>) in
     titles: in headless Chromium the hostile sweep page raises no dialog, loads nothing, and its heatmap
