@@ -39,25 +39,29 @@ endif
 	@touch $(STAMP)
 	@echo "installed into $(VENV)"
 
-# The whole suite, browser tests included (browser-deps installs Playwright and Debian's chromium).
-# Two pytest-xdist workers, whole modules each (module fixtures run once), the costliest modules first
-# (tests/conftest.py; xdist's own reordering by test count is off); the 15 slowest tests are listed at
-# the end (README, "Development"). More workers than cores was slower: the suite is CPU-bound.
+# The tiers (docs/guide.md, "Tests"). `make test` gates: everything but the share-nothing scenarios,
+# browser tests included (browser-deps installs Playwright and Debian's chromium), on two pytest-xdist
+# workers, whole modules each (module fixtures run once), the costliest modules first (tests/conftest.py;
+# xdist's own reordering by test count is off), ending with its 15 slowest tests. More workers than
+# cores was slower: the suite is CPU-bound.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+GATED  := -m "not cluster and not many_nodes"
 test: install browser-deps
-	$(PYTEST) -m "not cluster and not many_nodes" --durations=15
+	$(PYTEST) $(GATED) --durations=15
 
-# The many-node scenarios (nodes that share only the network and an S3 server on loopback): minutes
-# each, so outside `make test`; CI runs them right after it. The 9-raylet scheduling scenario has its own
-# target, reported by CI but not gating until it has passed five runs in a row (README, "Development").
+# The share-nothing scenarios (Ray nodes that share only the network and an S3 server on loopback, each
+# with a private /tmp): minutes each, so outside `make test`; CI runs them right after it, and they gate.
 test-cluster: install browser-deps
 	$(BIN)/python -m pytest -q -m cluster --durations=15
 
+# The scheduling scenario at 9 raylets and 24 trials (about 11 minutes). Not in CI: the same assertions
+# gate at 3 raylets in `make test` (tests/test_multinode.py, mixed trial shapes).
 test-many-nodes: install
 	$(BIN)/python -m pytest -q -s -m many_nodes --durations=5
 
-# No Ray, no training beyond a few steps: the inner loop while editing (well under a minute on 2 cores).
+# No Ray, no servers, no spawned processes, no browser, no training beyond a few steps: the inner loop
+# while editing, green right after `make install`.
 test-fast: install
 	$(PYTEST) -m "not ray and not slow and not cluster and not many_nodes"
 
@@ -121,10 +125,10 @@ lint: install
 bench: install
 	@for b in $(filter-out benchmarks/soak.py benchmarks/suite_cpu.py,$(wildcard benchmarks/*.py)); do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-# The suite's CPU by process name, every process counted (Linux process accounting; root and `acct`).
+# `make test`'s CPU by process name, every process counted (Linux process accounting; root and `acct`).
 suite-cpu: install browser-deps
 	@command -v accton >/dev/null 2>&1 || apt-get install -y -qq acct >/dev/null
-	$(BIN)/python benchmarks/suite_cpu.py -- $(PYTEST)
+	$(BIN)/python benchmarks/suite_cpu.py -- $(PYTEST) $(GATED)
 
 soak: install  ## 30 minutes of tiny sweeps + evaluations; memory, files and Ray processes must stay flat
 	$(BIN)/python benchmarks/soak.py --minutes $(or $(MINUTES),30) --out results/soak.csv

@@ -1,6 +1,6 @@
 """Where everything a run keeps lives: a local path or an object-store URI, through `pyarrow.fs`.
 
-One owner of storage for the whole package (docs: README "Cluster without a shared file system").
+One owner of storage for the whole package (docs/guide.md, "Cluster without a shared file system").
 A `--storage`, `--out`, RESULTS or checkpoint argument is parsed once into a `Location`: a
 `pyarrow.fs.FileSystem`, the path inside it and the URI it came from (for messages). Accepted forms:
 

@@ -1,7 +1,7 @@
 """A census of the processes a run started: where they listen, how much memory and how many files.
 
 Two checks lean on it: the test suite fails if any Ray process it started listens on a non-loopback
-address (`tests/conftest.py`, `tests/test_network.py`), and `benchmarks/soak.py` watches memory, open
+address (`tests/conftest.py`, `tests/test_loopback_listeners.py`), and `benchmarks/soak.py` watches memory, open
 files and process counts stay flat over many sweeps. "Started by us" means descendants of a root
 process: an embedded Ray's daemons and workers are children of the driver, and `ray start --block`
 keeps a head's daemons under the `ray start` process.

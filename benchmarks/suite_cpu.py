@@ -1,6 +1,6 @@
 """Where a command's CPU goes, every process counted: run it under Linux process accounting and total
 the CPU seconds of each process that ran, by name (Ray names its actors `ray::Class`, its daemons
-`raylet`, `gcs_server`). Made for `make test` (README, "Development"): shell `time` counts only the
+`raylet`, `gcs_server`). Made for `make test` (docs/guide.md, "Tests"): shell `time` counts only the
 children a process waited for, and the suite's Ray processes are mostly reaped by others, so `time`
 reported a third of the suite's CPU.
 

@@ -23,7 +23,7 @@ atexit.register(shutil.rmtree, RAY_TMPDIR, ignore_errors=True)  # after every Ra
 import torch  # noqa: E402
 
 # The cores shared out among the xdist workers, so that in-process training does not oversubscribe them
-# (the suite is CPU-bound: README, "Development").
+# (the suite is CPU-bound: docs/guide.md, "Tests").
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // WORKERS)))
 

@@ -1,7 +1,7 @@
 """A real multi-node Ray cluster, in a loopback-only network namespace, shared by every test here:
 token auth, an impossible trial refused, trials of mixed shapes scheduled onto their nodes, placement
 of trials and evaluation pools by config, DDP across nodes. Everything goes through `ray job submit`.
-(Node loss and storage that only the network shares: `test_network_only.py`, `make test-cluster`.)
+(Node loss and storage that only the network shares: `test_share_nothing_cluster.py`, `make test-cluster`.)
 
 The cluster (`tests/raycluster.py`, `lab_cluster`): a head with 1 CPU, a "GPU node" with 2 CPUs, one
 fake GPU slot and the custom resource `accel`, and a CPU-only node with 3 CPUs and the custom resource

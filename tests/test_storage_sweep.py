@@ -2,7 +2,7 @@
 server (SeaweedFS on loopback): trials, checkpoints, sweep.json and Parquet land in the bucket and
 nowhere else, MLflow's store stays on the driver's disk with the bucket URI of each checkpoint, a
 rerun resumes from the bucket, and `summary`, `eval-all` and `dashboard` work from the bucket alone.
-The multi-node case (nodes with private /tmp sharing only the S3 server) is tests/test_network_only.py.
+The multi-node case (nodes with private /tmp sharing only the S3 server) is tests/test_share_nothing_cluster.py.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def test_sweep_on_s3_storage(bucket_ray, tmp_path):
 
 
 def test_local_storage_seen_by_every_node(ray_local, tmp_path):
-    """The single-node pass of the shared-directory check (a node that cannot see it: test_network_only.py)."""
+    """The single-node pass of the shared-directory check (a node that cannot see it: test_share_nothing_cluster.py)."""
     from abacus_ray.cluster.shared_dir import blind_nodes, check_every_node_sees
 
     assert blind_nodes(tmp_path / "store") == []

@@ -1,4 +1,4 @@
-"""`benchmarks/suite_cpu.py` reads Linux accounting records right (README, "Development", rests on it)."""
+"""`benchmarks/suite_cpu.py` reads Linux accounting records right (docs/performance.md, "The test suite.s CPU", rests on it)."""
 
 import struct
 

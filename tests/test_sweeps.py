@@ -1,7 +1,7 @@
 """Every sweep file expands (purely, no Ray) into valid trials whose swept values reach the results columns.
 
-The Ray path of a sweep (Tune + Train + Ray Data) runs for real in `test_cluster_sweeps.py` and
-`test_cluster_fig10.py`; here the expansion itself is checked for all 17 figures in seconds.
+The Ray path of a sweep (Tune + Train + Ray Data) runs for real in `test_sweep_files_on_ray.py` and
+`test_fig10_on_ray.py`; here the expansion itself is checked for all 17 figures in seconds.
 """
 
 import json

@@ -5,7 +5,7 @@ Ray waits forever for a placement group it cannot place, and a sweep whose trial
 would hang without a word. So the driver checks every trial's request against the nodes that are
 alive, node by node (a worker's bundle must fit on one node), fails at once with one line naming the
 request and what the largest node offers, and caps how many trials run at once so that their
-drivers' small CPU slices never starve their workers (README, "On a Ray cluster"). While a sweep
+drivers' small CPU slices never starve their workers (docs/guide.md, "On a Ray cluster"). While a sweep
 runs, `PendingWatch` says on the console when a placement group has waited longer than
 `cluster.wait_warn_s`, with what is free: a cluster shared with other jobs can still make us wait.
 """

@@ -7,7 +7,7 @@ every trial. When all workers of a trial sit on one node (always, on the embedde
 a cluster, for 1-worker trials) they can meet through a c10d `FileStore` in that node's temp
 directory instead, with gloo's and NCCL's own sockets on the loopback interface: the same process
 group, nothing reachable from outside. Trials that span nodes keep Ray's TCP rendezvous; run such
-clusters on a private network (README, "Cluster").
+clusters on a private network (docs/guide.md, "On a Ray cluster").
 """
 
 from __future__ import annotations

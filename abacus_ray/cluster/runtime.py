@@ -13,7 +13,7 @@ Two kinds of settings, kept apart so that nothing meant for the embedded Ray rea
 
 The embedded Ray needs a token like any cluster: Ray's own sources first (`RAY_AUTH_TOKEN`,
 `RAY_AUTH_TOKEN_PATH`, `~/.ray/auth_token`), else a fresh random one for this process only, kept in its
-environment and written nowhere. Clusters: README, "On a Ray cluster".
+environment and written nowhere. Clusters: docs/guide.md, "On a Ray cluster".
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _embedded_settings() -> Iterator[None]:
 
     The loopback switch is also read once, at `import ray`, into `ray_constants.ENABLE_RAY_CLUSTER`,
     which decides the address Ray binds; the driver has usually imported Ray already, so that value
-    is set here too (a private constant: `tests/test_network.py` fails if Ray stops honouring it).
+    is set here too (a private constant: `tests/test_loopback_listeners.py` fails if Ray stops honouring it).
     """
     import ray._private.ray_constants as ray_constants
 
@@ -104,7 +104,7 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
         return "existing"
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address and address != "local":
-        ray.init(address=address, log_to_driver=not quiet)  # the cluster's token: README, "On a Ray cluster"
+        ray.init(address=address, log_to_driver=not quiet)  # the cluster's token: docs/guide.md, "On a Ray cluster"
         return address
     ensure_token()
     with _embedded_settings():

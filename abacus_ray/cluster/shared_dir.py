@@ -68,4 +68,4 @@ def check_every_node_sees(directory: Path, flag: str) -> None:
     if blind:
         raise ValueError(f"{flag}: {directory} is a local directory that {len(blind)} of {len(_alive_nodes())} "
                          f"node(s) cannot see: {', '.join(blind)}; use an object store URI (s3://BUCKET/PREFIX, "
-                         "gs://...) or a directory every node mounts (README: \"Cluster without a shared file system\")")
+                         "gs://...) or a directory every node mounts (docs/guide.md, \"Cluster without a shared file system\")")

@@ -1,9 +1,10 @@
 """Sweep files run with the tiny preset through Tune and Ray Data and write their axes to Parquet.
 
 Three figures cover what differs between sweeps on the Ray path: two tasks from one model (Fig. 5's
-addsub), several test-time recurrences per model (Fig. 15) and sorting (Table 1). Trials use
-`cluster.trainer=function` (the loop inside the Tune trial); the TorchTrainer path is covered by
-`test_cluster_fig10.py` and the job test, and every sweep's expansion by `test_sweeps.py` (no Ray).
+addsub), several test-time recurrences per model (Fig. 15) and sorting (Table 1), one trial of each.
+Trials use `cluster.trainer=function` (the loop inside the Tune trial); the TorchTrainer path is
+covered by `test_fig10_on_ray.py` and `test_multinode.py`, and every sweep's expansion by
+`test_sweeps.py` (no Ray).
 """
 
 import math
@@ -29,12 +30,12 @@ def _plain(v):
 @pytest.mark.parametrize("name", ["fig5_add_sub", "fig15_recurrence_outputs", "table1_sorting"])
 def test_sweep_runs_tiny_and_writes_swept_columns(name, tmp_path, ray_local):
     flags = ["--set", "train.max_steps=8", "--set", "eval.per_cell=2", "--set", "cluster.trainer=function"]
-    rc = main(["sweep", name, "--preset", "tiny", "--storage", str(tmp_path), "--max-trials", "2", "--seeds", "1",
+    rc = main(["sweep", name, "--preset", "tiny", "--storage", str(tmp_path), "--max-trials", "1", "--seeds", "1",
                "--grid", "cells:1-2x1-2", "--no-dashboard", *flags])
     assert rc == 0
     sweep = load_sweep(name)
     overrides = {"train.max_steps": "8", "eval.per_cell": "2", "cluster.trainer": "function"}
-    trials = sweep.expand("tiny", seeds=1, overrides=overrides, grids=("cells:1-2x1-2",))[:2]
+    trials = sweep.expand("tiny", seeds=1, overrides=overrides, grids=("cells:1-2x1-2",))[:1]
     df = read_cells(tmp_path / sweep.name / "results")
     assert df["model_id"].nunique() == len(trials)
     assert set(df["run_id"]) == {t.name for t in trials}
