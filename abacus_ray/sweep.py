@@ -13,12 +13,12 @@ import dataclasses
 import itertools
 import json
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from abacus_ray.config import ExperimentConfig, preset
 from abacus_ray.config.dicts import flatten
+from abacus_ray.seeds import search_rng
 
 # Trials one sweep command may expand to: 10x the largest paper figure's (fig9_data_size, 108 on the
 # paper preset). Every trial is a Tune trial with its own directory, checkpoints and MLflow run, and the
@@ -80,7 +80,7 @@ class Search:
             chosen.append(match)
             taken.add(match.name)
         rest = [t for t in pool if t.name not in taken]
-        order = random.Random(self.seed).sample(range(len(rest)), len(rest))
+        order = search_rng(self.seed).sample(range(len(rest)), len(rest))
         return (chosen + [rest[i] for i in order])[: self.samples]
 
 

@@ -22,9 +22,10 @@ from abacus_ray.evaluation.engine import (
     run_cells,
 )
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.noise import cell_noise, cell_seed
+from abacus_ray.evaluation.noise import cell_noise
 from abacus_ray.evaluation.teacher_forcing import score_teacher_forced
 from abacus_ray.model import ArithmeticTransformer, ModelConfig
+from abacus_ray.seeds import cell_seed
 from abacus_ray.tasks.evalsets import eval_problems
 from abacus_ray.tasks.formats import Problem
 from abacus_ray.tasks.stream import TrainStream, encode_problems

@@ -13,8 +13,8 @@ from abacus_ray.cli.sweep import load_sweep
 from abacus_ray.config import preset
 from abacus_ray.evaluation.results import read_cells
 from abacus_ray.model.positions import OffsetDraw, balanced_offset_weights
+from abacus_ray.seeds import micro_batch_generator
 from abacus_ray.sweep import Search, best_point
-from abacus_ray.training.progressive import micro_batch_generator
 from dashboards.site import sweep_file
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from test_tasks_oracle import check_arithmetic, check_hinted, check_or, check_sort
 
+from abacus_ray.seeds import stable_key
 from abacus_ray.tasks import eval_problems, eval_set, generate
-from abacus_ray.tasks.randomness import row_words, stable_key
+from abacus_ray.tasks.randomness import row_words
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -167,7 +167,8 @@ def test_ddp_workers_draw_their_own_offsets_and_depths(tmp_path):
     Abacus offset and progressive-loss depth per micro-batch; rank 0 draws what one worker would, and
     the model stays one model (DDP averages the gradients)."""
     from abacus_ray.model.positions import OffsetDraw
-    from abacus_ray.training.progressive import backprop_limit, micro_batch_generator, plan_calls
+    from abacus_ray.seeds import micro_batch_generator
+    from abacus_ray.training.progressive import backprop_limit, plan_calls
 
     cfg = small("train.max_steps=4", "train.global_batch=16", "train.micro_batch=4")
     assert cfg.train.worker_draws == "per_worker"

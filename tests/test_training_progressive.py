@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from abacus_ray.model.positions import OffsetDraw
+from abacus_ray.seeds import micro_batch_generator
 from abacus_ray.training.objective import answer_loss, scored_targets
 from abacus_ray.training.progressive import (
     backprop_limit,
     depth_distribution,
     draw_depth,
-    micro_batch_generator,
     plan_calls,
     throttle_factor,
 )

@@ -29,9 +29,10 @@ from torch import Tensor
 from abacus_ray.config.evaluation import ENGINES
 from abacus_ray.evaluation.decoding import greedy_kv, greedy_naive, greedy_per_recurrence, match
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.noise import cell_noise, cell_seed, gather_noise
+from abacus_ray.evaluation.noise import cell_noise, gather_noise
 from abacus_ray.evaluation.teacher_forcing import score_teacher_forced, teacher_forced  # noqa: F401 (re-exported)
 from abacus_ray.model.precision import resolve_precision
+from abacus_ray.seeds import cell_seed
 from abacus_ray.tasks.tokenizer import PAD
 
 SPARE_TOKENS = 2

@@ -3,7 +3,7 @@
 The official model starts its recurrent state from fresh N(0, init_std^2) noise on every forward
 pass, eval included (docs/official-code.md §0.2, §7.1), so its eval numbers are not reproducible and a KV-cache decoder
 would see different noise than a full forward. Here each cell draws one tensor
-[problems, length, hidden] from a `torch.Generator` seeded from (eval seed, task, i, j), and every
+[problems, length, hidden] from a `torch.Generator` seeded from (eval seed, task, i, j) (`seeds.cell_seed`), and every
 engine passes the slice for the positions it computes as `noise=`: problem b, position t always gets
 `noise[b, t]`, whether it is computed teacher-forced, from a KV cache or by the naive loop, and
 however cells are packed into batches.
@@ -15,16 +15,8 @@ CPU and CUDA draws differ.
 
 from __future__ import annotations
 
-import hashlib
-
 import torch
 from torch import Tensor
-
-
-def cell_seed(eval_seed: int, task: str, i: int, j: int) -> int:
-    """A 63-bit seed that depends on the whole (eval seed, task, i, j) and nothing else."""
-    digest = hashlib.sha256(f"abacus-ray/noise/{eval_seed}/{task}/{i}/{j}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
 def uses_noise(model_cfg) -> bool:

@@ -5,7 +5,7 @@ how far a model extrapolates shows in cells (n, n) beyond the training length lo
 final grid evaluation. Scoring is the teacher-forced exact match of the grid evaluator (one forward
 pass per batch, verdicts equal to greedy decoding's; `evaluation/teacher_forcing.py`), in fp32.
 
-The problems are a validation set: drawn with seed `eval.seed + 1`, so a search that selects on the
+The problems are a validation set: drawn with seed `eval.seed + 1` (`seeds.probe_seed`), so a search that selects on the
 probe never sees the problems the final grid evaluation scores. The training loop calls the probe in
 eval mode under a forked RNG and puts the model back in train mode (`training/loop.py`), so training
 with a probe gives the same weights as training without one (tests/test_training_loop.py).
@@ -20,8 +20,7 @@ from abacus_ray.config.task import EVAL_TASKS
 from abacus_ray.evaluation.engine import PreparedCell, run_cells
 from abacus_ray.evaluation.grids import Cell
 from abacus_ray.evaluation.runner import prepare
-
-PROBE_SEED_SHIFT = 1  # probe problems: eval.seed + 1, never the final evaluation's own
+from abacus_ray.seeds import probe_seed
 
 
 class Probe:
@@ -33,7 +32,7 @@ class Probe:
             raise ValueError("eval.probe_lengths: empty; give the diagonal lengths to probe, e.g. --set eval.probe_lengths=8,12,16")
         task = EVAL_TASKS.get(cfg.task.name, (cfg.task.name,))[0]  # addsub: probed on +
         self.cells: list[PreparedCell] = prepare(cfg, [Cell(task, n, n) for n in ev.probe_lengths],
-                                                 ev.probe_per_cell, ev.seed + PROBE_SEED_SHIFT)
+                                                 ev.probe_per_cell, probe_seed(ev.seed))
 
     @classmethod
     def of(cls, cfg: ExperimentConfig) -> Probe | None:

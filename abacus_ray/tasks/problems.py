@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from abacus_ray.config.task import TASKS
+from abacus_ray.seeds import stable_key
 from abacus_ray.tasks import arithmetic, bitwise, sorting
 from abacus_ray.tasks.formats import HINT_MODES, Problem
-from abacus_ray.tasks.randomness import row_width, row_words, stable_key
+from abacus_ray.tasks.randomness import row_width, row_words
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS
 
 __all__ = ["Problem", "TASKS", "generate", "cell_problems", "problems_from_words", "words_needed",

@@ -1,7 +1,7 @@
 """Counter-based randomness for problem generation: every random choice is a fixed 64-bit word.
 
 Why words and not a stateful RNG: a problem row owns a fixed block of `width` uint64 words taken from a
-Philox stream keyed on a stable hash (never Python's salted `hash()`). Row r of a batch therefore lies at
+Philox stream keyed on a stable hash (`seeds.stable_key`, never Python's salted `hash()`). Row r of a batch therefore lies at
 a known counter position, so
 
 * a DDP rank draws only its own rows, and they equal the matching rows of the unsharded batch;
@@ -16,18 +16,9 @@ drawn as raw output, one per choice, so the consumption never depends on the val
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 WORDS_PER_COUNTER = 4  # Philox4x64 emits four uint64 per counter increment
-_NAMESPACE = "abacus-ray/tasks/v1"
-
-
-def stable_key(*parts: object) -> int:
-    """A 128-bit Philox key from `parts` (str/int/float), identical across processes and machines."""
-    text = "|".join([_NAMESPACE, *(f"{type(p).__name__}:{p!r}" for p in parts)])
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:16], "little")
 
 
 def row_width(words_needed: int) -> int:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from abacus_ray.config.task import TaskConfig
+from abacus_ray.seeds import stable_key
 from abacus_ray.tasks.arithmetic import ARITHMETIC_TASKS, arithmetic_problems
 from abacus_ray.tasks.digit_arithmetic import arithmetic_token_batch
 from abacus_ray.tasks.formats import Problem
@@ -41,7 +42,7 @@ from abacus_ray.tasks.problems import (
     problems_from_words,
     words_needed,
 )
-from abacus_ray.tasks.randomness import row_width, row_words, stable_key
+from abacus_ray.tasks.randomness import row_width, row_words
 from abacus_ray.tasks.tokenizer import EOS, PAD, Tokenizer, get_tokenizer
 
 

@@ -36,6 +36,7 @@ from abacus_ray.model import checkpoint as ckpt
 from abacus_ray.model.memory import check_training_fits
 from abacus_ray.model.positions import OffsetDraw
 from abacus_ray.model.precision import resolve_precision
+from abacus_ray.seeds import micro_batch_generator, rank_seed, resumed_rank_seed, weights_seed
 from abacus_ray.training.budget import Budget
 from abacus_ray.training.distributed import agree, global_denominator, rank_and_world, wrap_ddp
 from abacus_ray.training.objective import answer_loss, loss_denominator
@@ -43,12 +44,11 @@ from abacus_ray.training.optimizer import build_optimizer, set_lr
 from abacus_ray.training.progressive import (
     backprop_limit,
     expected_depths,
-    micro_batch_generator,
     plan_calls,
     throttle_factor,
 )
 from abacus_ray.training.schedules import accumulation_steps, lr_multiplier, ramped_batch_size
-from abacus_ray.training.seeding import rank_seed, rng_state, seed_all, set_rng_state
+from abacus_ray.training.seeding import rng_state, seed_all, set_rng_state
 from abacus_ray.training.throughput import Window, eta_seconds, peak_flops
 
 KEEP_CHECKPOINTS = 2  # numbered checkpoints kept in a run's checkpoint root (older ones are pruned)
@@ -103,7 +103,7 @@ def _build_model(cfg: ExperimentConfig, resume_from: str | Path | None) -> tuple
     """The initial model (same weights on every rank), with the checkpoint's weights and state when resuming."""
     from abacus_ray.model.transformer import ArithmeticTransformer
 
-    seed_all(cfg.seed)  # identical initial weights on every rank
+    seed_all(weights_seed(cfg.seed))  # identical initial weights on every rank
     model = ArithmeticTransformer.for_experiment(cfg)
     if resume_from is None:
         return model, None
@@ -166,7 +166,7 @@ class _Session:
         if self.rank == 0 and saved_state.get("rng"):
             set_rng_state(saved_state["rng"][0])
         else:  # only rank 0's RNG streams are saved; the others restart theirs from (seed, rank, step)
-            seed_all(rank_seed(self.cfg.seed, self.rank) + 7919 * self.budget.step)
+            seed_all(resumed_rank_seed(self.cfg.seed, self.rank, self.budget.step))
         return int(saved_state["micro_index"]), int(saved_state["tokens"])
 
     def _wrap(self) -> tuple[nn.Module, Any, int | None]:

@@ -7,7 +7,8 @@ With the paper's alpha = 1 the full pass is never computed, so e.g. a 1x16 model
 through at most 8 recurrences and reaches its full depth only 17 % of the time. `throttle` is a
 constant loss multiplier (1 + min(R/4, M/2)) / M, not a per-recurrence gradient division.
 
-Draws come from a generator seeded by (run seed, micro-batch index, rank), not from the global RNG,
+Draws come from a generator seeded by (run seed, micro-batch index, rank) (`seeds.micro_batch_generator`),
+not from the global RNG,
 so a resumed run redraws exactly what it would have drawn. By default each DDP rank draws its own depth
 and Abacus offset for its slice of a global micro-batch, as the official code does (every rank seeded
 with seed + 10 x rank: eight workers see eight offsets per step); `train.worker_draws=shared` keys
@@ -20,7 +21,6 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import NamedTuple
 
-import numpy as np
 import torch
 
 from abacus_ray.model.positions import OffsetDraw
@@ -48,14 +48,6 @@ def backprop_limit(recurrences: int, max_backprop: int | None = None) -> int:
 def throttle_factor(recurrences: int, limit: int) -> float:
     """(1 + min(R/4, M/2)) / M: 1.25 for 16x1, 1.5 for 8x2, 1.0 for 4x4, 0.625 for 1x16."""
     return (1 + min(recurrences / 4, limit / 2)) / limit
-
-
-def micro_batch_generator(seed: int, index: int, rank: int = 0) -> torch.Generator:
-    """A CPU generator determined by (seed, micro-batch index, drawing rank) alone; rank 0's stream does not
-    depend on how many workers there are."""
-    words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, index, 0xABAC] + ([rank] if rank else [])
-    state = np.random.SeedSequence(words).generate_state(2)
-    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
 def _randint(low: int, high_inclusive: int, gen: torch.Generator) -> int:

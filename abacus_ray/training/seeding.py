@@ -1,4 +1,5 @@
-"""Seeding and RNG-state capture, so runs are reproducible and resumes are bit-identical.
+"""Seeding and RNG-state capture, so runs are reproducible and resumes are bit-identical (which seed
+each stream gets: `abacus_ray/seeds.py`).
 
 States of torch (CPU and CUDA), NumPy and Python `random` are stored as tensors and plain numbers,
 which `torch.load(weights_only=True)` accepts (no pickled NumPy or Python objects in checkpoints).
@@ -11,19 +12,12 @@ import random
 import numpy as np
 import torch
 
-RANK_STRIDE = 10  # the official code offsets each rank's seeds by 10 * rank (docs/official-code.md §6.8)
-
 
 def seed_all(seed: int) -> None:
     """Seed Python `random`, NumPy and torch (all devices) from one integer."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def rank_seed(seed: int, rank: int) -> int:
-    """The seed of the per-rank global RNGs (initial-state noise and anything else drawn globally)."""
-    return seed + 1 + RANK_STRIDE * rank
 
 
 def rng_state() -> dict:
