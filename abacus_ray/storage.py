@@ -21,6 +21,8 @@ The API, all taking a `Location` or anything `resolve` accepts:
 
     loc = resolve("s3://bkt/runs?endpoint_override=127.0.0.1:8333&scheme=http")
     probe(uri, "--storage") -> Location        # small write/list/delete; one-line StorageError
+    local_path(uri, "--problems", "a problem file") -> Path   # this machine's files only, else refused
+    not_a_file(path, "missing", "a problem file")           # the error for a missing file (or a directory)
     loc / "fig10_k" / "sweep.json"             # join (also loc.join(*parts)); str(loc) is the URI
     exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc, "meta.json")
     read_bytes, read_text, write_bytes, write_text (atomic), delete
@@ -291,6 +293,30 @@ def find(target, name: str) -> list[Location]:
     rel = sorted(i.path[len(root):] for i in infos
                  if i.type == pafs.FileType.File and posixpath.basename(i.path) == name and i.path.startswith(root))
     return [loc.join(r) for r in rel]
+
+
+def local_path(target: str | Path, flag: str, what: str) -> Path:
+    """`target` (a path or a file:// URI) as a local path, for an input read on this machine only (a sweep
+    file, a problem file, an official checkpoint); any other URI is refused in one line naming `flag`."""
+    if not is_uri(target):
+        return Path(target)
+    loc = resolve(target, flag=flag)
+    if not loc.local:
+        raise StorageError(f"{flag}: {_safe(str(target))}: {what} is read from this machine's disk; copy it here "
+                           "first (aws s3 cp, gcloud storage cp)")
+    return Path(loc.path)
+
+
+def not_a_file(target: str | Path | Location, missing: str, what: str) -> OSError:
+    """The error for a file that is not where it should be: `TARGET: missing` (e.g. "no such problem file"),
+    or, for a directory in its place, that it is a directory and not `what` (e.g. "a problem file")."""
+    if is_uri(target) or isinstance(target, Location):
+        directory = is_dir(target)
+    else:
+        directory = Path(target).is_dir()
+    if directory:
+        return IsADirectoryError(f"{target}: is a directory, not {what}")
+    return FileNotFoundError(f"{target}: {missing}")
 
 
 def read_bytes(target) -> bytes:
