@@ -67,7 +67,7 @@ def _run_sweep_file(path: Path) -> object:
         spec.loader.exec_module(module)
     except SyntaxError as e:
         raise ValueError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
-    except Exception as e:  # noqa: BLE001 - whatever a sweep file raises, it is the file's fault: one line
+    except Exception as e:  # whatever a sweep file raises is the file's fault: one line
         raise ValueError(f"{path}: does not run: {type(e).__name__}: {one_line(str(e))[:300]}") from None
     return module
 

@@ -96,7 +96,7 @@ def named_callables(path: str | Path) -> list[str]:
             break
         try:
             names += _globals_of_one(stream)
-        except Exception:  # noqa: BLE001 - any failure on untrusted bytes: not a whole pickle
+        except Exception:  # any failure on untrusted bytes: not a whole pickle
             break  # (the legacy format's raw tensor bytes follow its pickles)
     return names
 
