@@ -102,7 +102,7 @@ def coerce(key: str, tp: Any, value: Any) -> Any:
         raise ValueError(f"{key}: expected a number, got {shown(value)}")
     if tp is str:
         if isinstance(value, str):
-            return check_text(value, key)
+            return value
         raise ValueError(f"{key}: expected a string, got {shown(value)}")
     if typing.get_origin(tp) is tuple:
         (item_tp, *_rest) = typing.get_args(tp)
