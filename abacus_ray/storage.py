@@ -485,6 +485,9 @@ def _explain(e: BaseException) -> str:
     text = _first_line(e)
     if "NETWORK_CONNECTION" in text or "Could not connect" in text or "Could not resolve" in text:
         return f"cannot reach the endpoint ({text[text.find('AWS Error'):][:160] if 'AWS Error' in text else text[:160]})"
+    if "OAuth2 access token" in text:  # Google's client found no credentials it could use
+        return ("no usable Google credentials (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default "
+                "login` or an instance's service account)")
     if "ACCESS_DENIED" in text or "AccessDenied" in text or "SIGNATURE" in text or "InvalidAccessKeyId" in text:
         return ("access denied: the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws or the role) are "
                 "missing, wrong, or may not write here")

@@ -114,6 +114,18 @@ def test_uris_everywhere_a_path_goes(uri, places, offline, work, no_ray):
     assert list(offline.iterdir()) == [] and list(fresh.iterdir()) == []
 
 
+def test_a_dry_run_probes_storage_as_the_run_does(places, offline, work, unwritable, no_ray):
+    """`sweep --dry-run` passes only where the run could start: the storage probe of the real run refuses a
+    read-only directory and a bucket without credentials, in the same words."""
+    if unwritable is None:
+        pytest.skip("no unwritable directory on this machine")
+    for storage in (str(unwritable / "sub"), URIS["gs-no-credentials"]):
+        messages = [assert_refused(["sweep", "fig10_k", *flags, "--storage", storage], "--storage",
+                                   "hostile arguments: URIs", roots=[work, offline]) for flags in (["--dry-run"], [])]
+        assert messages[0] == messages[1]
+    assert "no usable Google credentials" in messages[0]
+
+
 def test_file_uris_are_their_local_paths(places, offline, work, no_ray):
     """file:///... is honoured as the path it names: refused (or not) as that path would be."""
     fresh = offline.parent / "fresh"

@@ -12,7 +12,8 @@ A training run writes numbered checkpoints `step-000001234/` into its checkpoint
 newest few; `latest_checkpoint(root)` is the highest complete one. Writes go to a temporary sibling
 directory that is renamed into place, so a reader never sees a half-written checkpoint. Loading
 always uses `weights_only=True`: a checkpoint can never run code, and a truncated, garbage or
-wrong-shape file is a `ValueError` naming the file.
+wrong-shape file is a `ValueError` naming the file (one that holds code, in the one wording of
+`model/unsafe.py`); so are weights holding NaN or infinity.
 
 A checkpoint (or a run directory) may also be an object-store URI (`abacus_ray.storage`): its JSON
 files are read in place, and `load_checkpoint` first copies the directory to a local cache
