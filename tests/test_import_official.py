@@ -40,6 +40,9 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from refusal import FUZZ, run, tally
 from safetensors.torch import save_file
 
 from abacus_ray.cli import main
@@ -450,3 +453,32 @@ def test_a_file_uri_is_honoured_and_a_name_is_one_printable_line(tmp_path, capsy
     assert capsys.readouterr().err.startswith("abacus-ray import-official: error: --name: 'two\\nlines' holds the "
                                               "control character U+000A")
     assert not (tmp_path / "other").exists()
+
+
+def _fields(node: dict, prefix: str = "") -> list[str]:
+    return [f for k, v in node.items() for f in [prefix + k, *(_fields(v, f"{prefix}{k}.") if isinstance(v, dict) else [])]]
+
+
+HOSTILE_VALUES = st.sampled_from([None, "x", "None", [], {}, -1, 0, 3.5, 1e400, 10**30, True])
+
+
+@FUZZ
+@given(field=st.sampled_from(_fields(official_arch("abacus+fire", 2, 2, True))), value=HOSTILE_VALUES)
+def test_any_config_field_with_any_value_imports_or_is_refused_naming_the_file(field, value, tmp_path_factory):
+    """Every field of model_config.json set to a hostile value: the import succeeds (a field it ignores) or
+    is refused in one line naming the file, with nothing written; never a traceback."""
+    arch = official_arch("abacus+fire", 2, 2, True)
+    tensors = official_tensors(arch)
+    *path, last = field.split(".")
+    node = arch
+    for part in path:
+        node = node[part]
+    node[last] = value
+    root = tmp_path_factory.mktemp("hostile-config")
+    src = write_official(root / "o", arch, tensors)
+    code, _, err = run(["import-official", str(src), "--out", str(root / "out")])
+    assert code in (0, 2) and "Traceback" not in err, (field, value, err)
+    if code == 2:
+        assert len(err.splitlines()) == 1 and err.split(": error: ")[1].startswith(str(src)), (field, value, err)
+        assert not (root / "out").exists()
+        tally("import-official: hostile config fields")

@@ -237,8 +237,8 @@ def read_json(path: Path | Location) -> dict:
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
     try:
         data = json.loads(storage.read_text(path) if isinstance(path, Location) else path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # '[[[[...' nested past the stack
+        raise ValueError(f"{path}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data

@@ -163,7 +163,7 @@ def model_config_of(arch: dict) -> ModelConfig:
             intermediate=_int(arch, "intermed_size"), heads=_int(arch, "attention.num_attention_heads"),
             max_k=_int(arch, "embedding.max_abacus_len", 0) if positions.startswith("abacus") else 0,
             abacus_table=table, init_state=init_state, init_std=init_std,
-            fire_max_length=int(arch["attention"].get("max_length") or 0),
+            fire_max_length=_int(arch, "attention.max_length", 0) if arch["attention"].get("max_length") else 0,
             eval_recurrences=None if eval_rec in (None, recurrences) else eval_rec)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{CONFIG_FILE}: {as_typed(str(e))}") from None
@@ -324,6 +324,10 @@ def check_layout(shapes: dict[str, tuple[int, ...]], arch: dict, cfg: Experiment
                             compiled=compiled)
         raise ValueError(f"{WEIGHTS_FILE}: no tensor {key} ({len(missing)} missing; the config describes a "
                          f"{cfg.model.layers}-layer {official_class(arch)} with {cfg.model.positions})")
+    extra = sorted(key for ours, key in got.items() if ours not in want)
+    if extra:  # e.g. FIRE's tensors in a file whose config asks for RoPE
+        raise ValueError(f"{WEIGHTS_FILE}: unexpected tensor {extra[0]!r} (no place for it in a "
+                         f"{official_class(arch)} with positions {cfg.model.positions})")
     for ours, key in sorted(got.items()):
         shape = tuple(reversed(shapes[key])) if ours == "adapter.weight" else shapes[key]
         if shape != want[ours]:
