@@ -197,12 +197,13 @@ class SweepPlan:
         return sum(n * (getattr(c, attr)(*args) if args else getattr(c, attr)) for c, n in self.costs)
 
 
-def resolve_devices(names: Iterable[str]) -> list[Device]:
+def resolve_devices(names: Iterable[str], flag: str = "--gpu") -> list[Device]:
+    """The named GPUs (any case); an unknown name is refused naming `flag`, the option it was given to."""
     out = []
     for name in names:
         key = next((k for k in DEVICES if k.lower() == name.strip().lower()), None)
         if key is None:
-            raise ValueError(f"--gpu: unknown GPU {name!r}; choose from {', '.join(DEVICES)}")
+            raise ValueError(f"{flag}: unknown GPU {name!r}; choose from {', '.join(DEVICES)}")
         out.append(DEVICES[key])
     return out
 
@@ -219,7 +220,10 @@ def parse_per_gpu(values: Sequence[str], flag: str, devices: Sequence[Device], *
             raise ValueError(f"{flag}: {text!r} is not a number or GPU=number") from None
         if not low <= value <= high or value != value:
             raise ValueError(f"{flag}: {text!r} must lie in [{low:g}, {high:g}]")
-        targets = resolve_devices([name]) if sep else devices
+        targets = resolve_devices([name], flag) if sep else devices
+        if sep and targets[0] not in devices:
+            raise ValueError(f"{flag}: {text!r} names {targets[0].name}, which is not planned (--gpu "
+                             f"{', '.join(d.name for d in devices)})")
         out.update({d.name: value for d in targets})
     return out
 

@@ -21,6 +21,8 @@ The API, all taking a `Location` or anything `resolve` accepts:
 
     loc = resolve("s3://bkt/runs?endpoint_override=127.0.0.1:8333&scheme=http")
     probe(uri, "--storage") -> Location        # small write/list/delete; one-line StorageError
+    local_path(uri, "--problems", "a problem file") -> Path   # this machine's files only, else refused
+    not_a_file(path, "missing", "a problem file")           # the error for a missing file (or a directory)
     loc / "fig10_k" / "sweep.json"             # join (also loc.join(*parts)); str(loc) is the URI
     exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc, "meta.json")
     read_bytes, read_text, write_bytes, write_text (atomic), delete
@@ -293,6 +295,30 @@ def find(target, name: str) -> list[Location]:
     return [loc.join(r) for r in rel]
 
 
+def local_path(target: str | Path, flag: str, what: str) -> Path:
+    """`target` (a path or a file:// URI) as a local path, for an input read on this machine only (a sweep
+    file, a problem file, an official checkpoint); any other URI is refused in one line naming `flag`."""
+    if not is_uri(target):
+        return Path(target)
+    loc = resolve(target, flag=flag)
+    if not loc.local:
+        raise StorageError(f"{flag}: {_safe(str(target))}: {what} is read from this machine's disk; copy it here "
+                           "first (aws s3 cp, gcloud storage cp)")
+    return Path(loc.path)
+
+
+def not_a_file(target: str | Path | Location, missing: str, what: str) -> OSError:
+    """The error for a file that is not where it should be: `TARGET: missing` (e.g. "no such problem file"),
+    or, for a directory in its place, that it is a directory and not `what` (e.g. "a problem file")."""
+    if is_uri(target) or isinstance(target, Location):
+        directory = is_dir(target)
+    else:
+        directory = Path(target).is_dir()
+    if directory:
+        return IsADirectoryError(f"{target}: is a directory, not {what}")
+    return FileNotFoundError(f"{target}: {missing}")
+
+
 def read_bytes(target) -> bytes:
     loc = resolve(target)
     try:
@@ -459,6 +485,9 @@ def _explain(e: BaseException) -> str:
     text = _first_line(e)
     if "NETWORK_CONNECTION" in text or "Could not connect" in text or "Could not resolve" in text:
         return f"cannot reach the endpoint ({text[text.find('AWS Error'):][:160] if 'AWS Error' in text else text[:160]})"
+    if "OAuth2 access token" in text:  # Google's client found no credentials it could use
+        return ("no usable Google credentials (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default "
+                "login` or an instance's service account)")
     if "ACCESS_DENIED" in text or "AccessDenied" in text or "SIGNATURE" in text or "InvalidAccessKeyId" in text:
         return ("access denied: the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws or the role) are "
                 "missing, wrong, or may not write here")

@@ -23,6 +23,7 @@ from test_bad_input import _OPTION, SET_ITEMS, _int_text_ok, _not_in, _parses, _
 from test_bad_input_specs import GRID_CULPRITS, GRID_TEXT
 
 from abacus_ray.evaluation.grids import grid_from_string
+from abacus_ray.model.checkpoint import content_hash
 
 # --- 7. truncated, random and wrong-architecture checkpoints -------------------------------------------------
 
@@ -116,6 +117,21 @@ def test_checkpoint_files_missing_swapped_or_not_a_checkpoint(ckpt, mul_ckpt, wo
     plain = fresh_dir(work) / "ck"
     plain.write_text("not a checkpoint")
     assert_checkpoint_refused(plain, work, "checkpoints: missing / swapped")
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_weights_that_are_not_numbers(value, ckpt, work):
+    """NaN or infinite weights (a diverged run, a corrupted copy) are refused on load, naming the tensor, even
+    when meta.json's model_id was made to match them."""
+    weights = torch.load(ckpt / "model.pt", weights_only=True)
+    weights["layers.0.ffn.w_in.weight"][1, 2] = value
+    buffer = io.BytesIO()
+    torch.save(weights, buffer)
+    target = corrupted_copy(ckpt, work, "model.pt", buffer.getvalue())
+    meta = json.loads((target / "meta.json").read_text())
+    (target / "meta.json").write_text(json.dumps({**meta, "model_id": content_hash(weights)}))
+    message = assert_checkpoint_refused(target, work, "checkpoints: not numbers", "model.pt")
+    assert "layers.0.ffn.w_in.weight holds 1 NaN or infinite value(s)" in message
 
 
 def test_one_bad_checkpoint_among_several_writes_nothing(ckpt, work):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from types import SimpleNamespace
 
 import pyarrow.parquet as pq
@@ -108,18 +109,37 @@ def test_cli_problem_file_reproduces_a_grid_cell(tmp_path, noisy_checkpoint, cap
 
 @pytest.mark.parametrize("text, culprit", [
     ("12+34\n12+x4\n", ":2: '12+x4'"),
-    ("12*34\n", "operator '*' is not the model's task (add)"),
-    ("1" * 1001 + "+1\n", "1001 digits"),
+    ("12*34\n", ":1: '12*34': operator '*' is not the model's task (add)"),
+    ("1" * 1001 + "+1\n", ":1: '" + "1" * 37 + "...': an operand of 1001 digits"),
     ("12+34\n\n\n  7 - \n", ":4:"),
+    ("12+34\n\u0661\u0662+\u0663\n", ":2: '١٢+٣': '١' (U+0661) is not ASCII"),  # Arabic-Indic digits
+    ("\uff11\uff12+34\n", ":1: '１２+34': '１' (U+FF11) is not ASCII"),  # full-width digits
+    ("12+34\n1 2+3\n", ":2: '1 2+3': a space inside a number"),  # not silently 12+3
+    ("12+34\n12+3\x0c4\n", ":2:"),  # a form feed: one line to an editor, two to str.splitlines
+    ("12+34\r\n5+6\u20282+2\n", ":2:"),  # so is a line separator
 ])
 def test_bad_lines_name_their_line(tmp_path, noisy_checkpoint, capsys, text, culprit):
+    """Each bad line is refused naming the file and the line, before the weights are loaded: the
+    checkpoint here has a corrupt model.pt, which the refusal does not reach."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(noisy_checkpoint, ckpt)
+    (ckpt / "model.pt").write_bytes(b"not weights")
     f = tmp_path / "p.txt"
-    f.write_text(text)
+    f.write_bytes(text.encode())
     capsys.readouterr()
-    assert main(["eval", str(noisy_checkpoint), "--problems", str(f), "--out", str(tmp_path / "out")]) == 2
+    assert main(["eval", str(ckpt), "--problems", str(f), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and culprit in err and str(f) in err, err
+    assert len(err.splitlines()) == 1 and f"{f}{culprit}" in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_spaces_around_operators_are_no_part_of_a_problem(tmp_path):
+    spaced, plain = tmp_path / "spaced.txt", tmp_path / "plain.txt"
+    spaced.write_text(" 12 + 34 \n5\t+6 =\n 900 - 45=\n")
+    plain.write_text("12+34\n5+6\n900-45\n")
+    cfg = preset("tiny", ["task.name=addsub"])
+    problems = [[(p.line, p.cell, p.problem) for p in read_problem_file(f, cfg).problems] for f in (spaced, plain)]
+    assert problems[0] == problems[1] and len(problems[0]) == 3
 
 
 def test_files_are_bounded_before_work(tmp_path, noisy_checkpoint, capsys, monkeypatch):

@@ -40,6 +40,9 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from refusal import FUZZ, run, tally
 from safetensors.torch import save_file
 
 from abacus_ray.cli import main
@@ -325,9 +328,22 @@ def _bad_cases():
         t["encoder.recurrent_block._orig_mod.layers.0.attn.attn.in_proj_bias"] = torch.zeros(3 * H)
         return "in_proj_bias"
 
-    def missing(arch, t):
+    def missing(arch, t):  # named as the file names it, not by our internal key (head.w_out.weight)
         del t["encoder.head.dense_out.weight"]
-        return "head.w_out.weight"
+        return "model.safetensors: no tensor encoder.head.dense_out.weight"
+
+    def missing_in_a_layer(arch, t):
+        del t["encoder.recurrent_block._orig_mod.layers.1.ffn.dense_in.weight"]
+        return "no tensor encoder.recurrent_block._orig_mod.layers.1.ffn.dense_in.weight"
+
+    def not_a_number(arch, t):
+        t["decoder.weight"][3, 5] = float("nan")
+        t["encoder.final_norm.bias"][0] = float("inf")
+        return "model.safetensors: decoder.weight holds 1 NaN or infinite value(s) of"
+
+    def oversized(arch, t):  # the file's own field, not the project key (model.hidden) it becomes
+        arch["hidden_size"] = arch["embedding"]["embedding_dim"] = 10**9
+        return "model_config.json: hidden_size: 1,000,000,000 is beyond the bound of 65,536"
 
     def shape(arch, t):
         t["decoder.weight"] = torch.zeros(VOCAB + 1, H)
@@ -350,7 +366,8 @@ def _bad_cases():
         return "ScriptableRecurrentLMReplicaConcat"
 
     return {"extra": extra, "missing": missing, "shape": shape, "architecture": architecture, "buffer": buffer,
-            "layers": layers, "skip_flag": skip_flag}
+            "layers": layers, "skip_flag": skip_flag, "missing_in_a_layer": missing_in_a_layer,
+            "not_a_number": not_a_number, "oversized": oversized}
 
 
 @pytest.mark.parametrize("case", sorted(_bad_cases()))
@@ -363,6 +380,8 @@ def test_bad_official_files_are_refused(tmp_path, capsys, case):
     assert import_cli(src, tmp_path / "out" / "ckpt") == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and key in err, err
+    if key.startswith(("model.safetensors", "model_config.json")):  # the file by its path
+        assert f"error: {src / key.split(':')[0]}: " in err, err
     assert not (tmp_path / "out").exists()
 
 
@@ -418,3 +437,48 @@ def test_noise_settings_map(tmp_path):
     arch["initial_hidden_randomized"] = False
     with pytest.raises(ValueError, match="initial_hidden_randomized"):
         model_config_of(arch)
+
+
+def test_a_file_uri_is_honoured_and_a_name_is_one_printable_line(tmp_path, capsys, monkeypatch):
+    """DIR and --out go through the storage owner: file:// URIs are their local paths (no 'file:' folder
+    appears in the working directory); a --name holding a newline is refused before anything is read."""
+    arch = official_arch("abacus", 1, 1, False)
+    src = write_official(tmp_path / "o", arch, official_tensors(arch))
+    monkeypatch.chdir(tmp_path)
+    assert import_cli(f"file://{src}", f"file://{tmp_path / 'via-uri'}", "--name", "from a URI") == 0
+    assert load_checkpoint(tmp_path / "via-uri").config.name == "from a URI"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o", "via-uri"]
+    capsys.readouterr()
+    assert import_cli(src, tmp_path / "other", "--name", "two\nlines") == 2
+    assert capsys.readouterr().err.startswith("abacus-ray import-official: error: --name: 'two\\nlines' holds the "
+                                              "control character U+000A")
+    assert not (tmp_path / "other").exists()
+
+
+def _fields(node: dict, prefix: str = "") -> list[str]:
+    return [f for k, v in node.items() for f in [prefix + k, *(_fields(v, f"{prefix}{k}.") if isinstance(v, dict) else [])]]
+
+
+HOSTILE_VALUES = st.sampled_from([None, "x", "None", [], {}, -1, 0, 3.5, 1e400, 10**30, True])
+
+
+@FUZZ
+@given(field=st.sampled_from(_fields(official_arch("abacus+fire", 2, 2, True))), value=HOSTILE_VALUES)
+def test_any_config_field_with_any_value_imports_or_is_refused_naming_the_file(field, value, tmp_path_factory):
+    """Every field of model_config.json set to a hostile value: the import succeeds (a field it ignores) or
+    is refused in one line naming the file, with nothing written; never a traceback."""
+    arch = official_arch("abacus+fire", 2, 2, True)
+    tensors = official_tensors(arch)
+    *path, last = field.split(".")
+    node = arch
+    for part in path:
+        node = node[part]
+    node[last] = value
+    root = tmp_path_factory.mktemp("hostile-config")
+    src = write_official(root / "o", arch, tensors)
+    code, _, err = run(["import-official", str(src), "--out", str(root / "out")])
+    assert code in (0, 2) and "Traceback" not in err, (field, value, err)
+    if code == 2:
+        assert len(err.splitlines()) == 1 and err.split(": error: ")[1].startswith(str(src)), (field, value, err)
+        assert not (root / "out").exists()
+        tally("import-official: hostile config fields")

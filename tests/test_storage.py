@@ -139,6 +139,9 @@ def test_bad_storage_is_refused_before_ray_starts(s3_env, no_ray, tmp_path, monk
             m.setenv(k, v)
         message = assert_refused(["sweep", "fig10_k", "--storage", s3.uri("ro"), "--max-trials", "1"],
                                  f"--storage: {s3.uri('ro')}: read-only", "bad storage (before Ray)", roots=[tmp_path])
+        assert assert_refused(["sweep", "fig10_k", "--storage", s3.uri("ro"), "--dry-run"],  # a dry run probes too
+                              f"--storage: {s3.uri('ro')}: read-only", "bad storage (before Ray)",
+                              roots=[tmp_path]) == message
     assert s3.reader[1] not in message and s3.secret_key not in message
     assert not list(Path.cwd().glob("s3:*")) and not list(Path.cwd().glob("foo:*"))  # never a local 's3:' folder
 

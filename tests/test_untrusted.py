@@ -3,11 +3,13 @@
 * Every `torch.load` in the code base is weights-only and nothing else deserialises with pickle (an
   AST scan of the sources, so a new call site without `weights_only=True` fails here).
 * A malicious pickle (a `__reduce__` that would create a marker file through `os.system` or `exec`),
-  planted as `model.pt` or `train_state.pt` of an otherwise valid checkpoint, in three container
+  planted as `model.pt` or `train_state.pt` of an otherwise valid checkpoint, in four container
   formats, is refused with one line naming the file (CLI exit 2) on every path that loads
   checkpoints (`abacus-ray eval`, `abacus-ray train --resume`, the Ray Data evaluator actor's loader,
-  `eval-all` before Ray starts), and the marker is never created. A positive control shows that
-  each payload does run code when unpickled unsafely.
+  `eval-all` before Ray starts, `import-official` for one under the safetensors name), in one wording
+  (`model/unsafe.py`: it holds code that a weights-only load will not run, naming what it would call,
+  never advising the unsafe load), with no library warning before it, and the marker is never
+  created. A positive control shows that each payload does run code when unpickled unsafely.
 * A results part whose Arrow schema carries a pickled Python extension type is read as data only.
 * The dashboards escape every user-supplied string: run ids, model ids, config values, sweep and
   directory names, `sweep.json`'s preset. The site built from hostile results has exactly the DOM of
@@ -27,6 +29,7 @@ import pickle
 import re
 import shutil
 import sys
+import warnings
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -40,6 +43,8 @@ from refusal import SMALL_MODEL, _save, assert_refused, tally
 from abacus_ray.cli import main as cli_main
 from abacus_ray.evaluation.results import read_cells, write_part
 from abacus_ray.model.checkpoint import load_checkpoint
+from abacus_ray.model.checkpoint import load_weights_file as load_checkpoint_file
+from abacus_ray.model.unsafe import code_it_names, unsafe_file
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("abacus_ray", "dashboards", "sweeps", "benchmarks")
@@ -113,8 +118,8 @@ def malicious_bytes(payload_cls: type, marker: Path, container: str) -> bytes:
     """A file whose unpickling runs `payload_cls`'s code, inside a dict like a real state_dict."""
     obj = {"decoder.weight": torch.zeros(2), "x": payload_cls(marker)}
     buf = io.BytesIO()
-    if container == "raw-pickle":
-        pickle.dump(obj, buf, protocol=2)
+    if container.startswith("raw-pickle"):  # protocol 2, or 5 (torch warns about it before refusing)
+        pickle.dump(obj, buf, protocol=5 if container.endswith("-5") else 2)
     elif container == "torch-zip":
         torch.save(obj, buf)
     else:  # the pre-1.6 torch format
@@ -123,7 +128,20 @@ def malicious_bytes(payload_cls: type, marker: Path, container: str) -> bytes:
 
 
 PAYLOADS = [SystemPayload, ExecPayload]
-CONTAINERS = ["raw-pickle", "torch-zip", "torch-legacy"]
+CONTAINERS = ["raw-pickle", "raw-pickle-5", "torch-zip", "torch-legacy"]
+CALLS = {SystemPayload: f"{os.system.__module__}.system", ExecPayload: "builtins.exec"}  # what each would call
+
+
+def refused_quietly(argv: list[str], culprit: str, payload: type, roots: list[Path]) -> str:
+    """`assert_refused`, plus: the message is the one wording (model/unsafe.py) naming what the file would
+    call, it never advises the unsafe load, and no library warning came before it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        message = assert_refused(argv, culprit, "untrusted: malicious pickle", roots=roots)
+    assert [str(w.message) for w in caught] == []
+    assert message == unsafe_file(culprit, CALLS[payload]), message
+    assert "weights_only=False" not in message and "damaged" not in message
+    return message
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +154,7 @@ def ckpt(tmp_path_factory) -> Path:
 def test_positive_control_the_payloads_run_code_when_loaded_unsafely(payload, container, tmp_path):
     marker = tmp_path / "marker"
     data = malicious_bytes(payload, marker, container)
-    if container == "raw-pickle":
+    if container.startswith("raw-pickle"):
         pickle.loads(data)  # noqa: S301 (the point of the control)
     else:
         torch.load(io.BytesIO(data), weights_only=False)  # noqa: S614 (the point of the control)
@@ -153,7 +171,6 @@ def planted(ckpt: Path, tmp_path: Path, file: str, payload: type, container: str
     return target, marker
 
 
-@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 @pytest.mark.parametrize("container", CONTAINERS)
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda c: c.__name__)
 def test_malicious_weights_are_refused_on_every_loading_path(payload, container, ckpt, tmp_path, no_ray):  # noqa: F811
@@ -163,36 +180,66 @@ def test_malicious_weights_are_refused_on_every_loading_path(payload, container,
     target, marker = planted(ckpt, tmp_path, "model.pt", payload, container)
     culprit = str(target / "model.pt")
     out = tmp_path / "results"
-    message = assert_refused(["eval", str(target), "--out", str(out), "--cells", "1x1", "--quiet"], culprit,
-                             "untrusted: malicious pickle", roots=[tmp_path])
-    assert "weights-only" in message
-    assert_refused(["eval", str(target.parent), "--out", str(out), "--cells", "1x1", "--quiet"], culprit,
-                   "untrusted: malicious pickle", roots=[tmp_path])  # a run directory: its latest checkpoint
-    assert_refused(["train", "--out", str(target.parent), "--resume", "--device", "cpu"], culprit,
-                   "untrusted: malicious pickle", roots=[tmp_path])
-    assert_refused(["eval-all", str(target.parent)], culprit, "untrusted: malicious pickle", roots=[tmp_path])
-    with pytest.raises(ValueError, match=re.escape(culprit)):  # the loader the Ray Data evaluator actors use
+    refused_quietly(["eval", str(target), "--out", str(out), "--cells", "1x1", "--quiet"], culprit, payload, [tmp_path])
+    refused_quietly(["eval", str(target.parent), "--out", str(out), "--cells", "1x1", "--quiet"], culprit, payload,
+                    [tmp_path])  # a run directory: its latest checkpoint
+    refused_quietly(["train", "--out", str(target.parent), "--resume", "--device", "cpu"], culprit, payload, [tmp_path])
+    refused_quietly(["eval-all", str(target.parent)], culprit, payload, [tmp_path])
+    with pytest.raises(ValueError) as e:  # the loader the Ray Data evaluator actors use
         CellEvaluator("cpu", EvalConfig())._load(str(target))
-    with pytest.raises(ValueError, match=re.escape(culprit)):
+    assert str(e.value) == unsafe_file(culprit, CALLS[payload])
+    with pytest.raises(ValueError) as e:
         load_checkpoint(target)
+    assert str(e.value) == unsafe_file(culprit, CALLS[payload])
     tally("untrusted: malicious pickle", 2)
     assert not marker.exists() and not out.exists()
 
 
-@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 @pytest.mark.parametrize("container", CONTAINERS)
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda c: c.__name__)
 def test_malicious_training_state_is_refused(payload, container, ckpt, tmp_path):
     target, marker = planted(ckpt, tmp_path, "train_state.pt", payload, container)
     culprit = str(target / "train_state.pt")
-    message = assert_refused(["train", "--out", str(target.parent), "--resume", "--device", "cpu"], culprit,
-                             "untrusted: malicious pickle", roots=[tmp_path])
-    assert "weights-only" in message
+    refused_quietly(["train", "--out", str(target.parent), "--resume", "--device", "cpu"], culprit, payload, [tmp_path])
     loaded = load_checkpoint(target)  # weights are fine; the state is only read when asked for
-    with pytest.raises(ValueError, match=re.escape(culprit)):
+    with pytest.raises(ValueError) as e:
         _ = loaded.state
+    assert str(e.value) == unsafe_file(culprit, CALLS[payload])
     tally("untrusted: malicious pickle")
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda c: c.__name__)
+def test_a_malicious_pickle_as_an_official_checkpoint_is_refused_in_the_same_words(payload, container, tmp_path):
+    from test_import_official import official_arch
+
+    source = tmp_path / "official"
+    source.mkdir()
+    (source / "model_config.json").write_text(json.dumps(official_arch("abacus", 1, 1, False)))
+    marker = tmp_path / "marker"
+    (source / "model.safetensors").write_bytes(malicious_bytes(payload, marker, container))
+    refused_quietly(["import-official", str(source), "--out", str(tmp_path / "out")],
+                    str(source / "model.safetensors"), payload, [tmp_path])
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def test_benign_files_name_no_code(ckpt, tmp_path):
+    """The scan behind the wording finds nothing in real checkpoints (zip and legacy torch files) and
+    in files that are no whole pickle, so they keep their own descriptions (truncated, empty, text)."""
+    state = torch.load(ckpt / "train_state.pt", weights_only=True)
+    weights = torch.load(ckpt / "model.pt", weights_only=True)
+    legacy = tmp_path / "legacy.pt"
+    torch.save(weights, legacy, _use_new_zipfile_serialization=False)
+    torch.save({**state, "rng": torch.get_rng_state()}, tmp_path / "state.pt")
+    for path in (ckpt / "model.pt", ckpt / "train_state.pt", legacy, tmp_path / "state.pt"):
+        assert code_it_names(path) is None, path
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(malicious_bytes(SystemPayload, tmp_path / "m", "raw-pickle")[:-3])  # no STOP: not a pickle
+    assert code_it_names(cut) is None
+    with pytest.raises(ValueError, match="truncated or corrupt pickle"):
+        load_checkpoint_file(cut)
+    tally("untrusted: benign files scanned", 6)
 
 
 def test_a_pickled_arrow_extension_type_in_results_is_not_unpickled(tmp_path, ckpt):

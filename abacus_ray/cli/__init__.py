@@ -104,6 +104,17 @@ def check_output_dir(path: str | Path, flag: str) -> Path:
     return check_local_dir(Path(path), flag)
 
 
+def check_readable(targets: list[str], flag: str) -> None:
+    """Refuse, in one line and in seconds, an input URI (a checkpoint, a run directory) that cannot be read:
+    an unknown scheme, credentials in it, an unreachable endpoint, no such bucket. Local paths are checked
+    where they are read."""
+    from abacus_ray import storage
+
+    for target in targets:
+        if storage.is_uri(target):
+            storage.probe(target, flag, write=False)
+
+
 def check_device(name: str, flag: str = "--device") -> str:
     """`auto` (CUDA if available, else CPU) or a torch device string this machine has."""
     import torch

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from abacus_ray.cli import add_config_args, config_from_args
+from abacus_ray.cli import add_config_args, check_readable, config_from_args
 
 
 def register(subparsers) -> None:
@@ -57,6 +57,7 @@ def handler(args: argparse.Namespace) -> int:
             resolve_checkpoint,
         )
 
+        check_readable([args.checkpoint], "CHECKPOINT")
         path = resolve_checkpoint(args.checkpoint)
         cfg, meta = read_checkpoint_config(path), read_json(path / META_FILE)
     else:

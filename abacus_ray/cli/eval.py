@@ -15,7 +15,8 @@ import argparse
 import sys
 
 from abacus_ray import storage
-from abacus_ray.cli import check_device
+from abacus_ray.cli import check_device, check_readable
+from abacus_ray.config.dicts import check_text
 from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
 from abacus_ray.config.train import PRECISIONS
 
@@ -70,6 +71,9 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.model.checkpoint import read_checkpoint_config, resolve_checkpoint
 
     device = None if args.device is None else check_device(args.device)
+    if args.run_id is not None:
+        check_text(args.run_id, "--run-id")
+    check_readable(args.checkpoints, "CHECKPOINT")
     storage.probe(args.out, "--out")  # a path or URI, refused in one line before any model is loaded or scored
     first = read_checkpoint_config(resolve_checkpoint(args.checkpoints[0]))
     overrides = {"per_cell": args.per_cell, "seed": args.seed, "engine": args.engine,

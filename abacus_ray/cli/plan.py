@@ -56,7 +56,7 @@ def sweep_plan(name: str, args: argparse.Namespace) -> SweepPlan:
     from abacus_ray.cli.sweep import build_parser, expand, load_sweep, search_of
 
     sweep = load_sweep(name)
-    argv = ["--preset", args.preset, *(f for s in args.overrides for f in ("--set", s))]
+    argv = ["--preset", args.preset, *(f"--set={s}" for s in args.overrides)]
     parsed = parse_args(build_parser(sweep), argv + (["--seeds", str(args.seeds)] if args.seeds else []))
     if isinstance(parsed, int):
         raise CLIError(f"{name}: its flags were refused (above)")

@@ -3,8 +3,9 @@ evaluated through Ray Data into Parquet, then drawn as dashboards.
 
 NAME is a sweep file of `sweeps/` (`fig10_k`) or a path to one. `python sweeps/fig10_k.py [flags]`
 (also under `ray job submit`) is the same command. `--dry-run` prints the expanded trials, each with
-its full resolved config, and starts nothing: check a sweep here before spending GPU-hours on it.
-Every flag is validated before Ray is imported or started: bad input costs no cluster time.
+its full resolved config, and starts nothing: check a sweep here before spending GPU-hours on it (it
+checks what the real run checks before Ray starts, `--storage` probed included). Every flag is
+validated before Ray is imported or started: bad input costs no cluster time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from abacus_ray import storage
 from abacus_ray.sweep import SEARCH_FILE, Search, Sweep, Trial
 
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"  # the checkout's sweeps/ (editable install)
@@ -34,24 +36,40 @@ def available() -> list[str]:
 
 
 def load_sweep(name: str) -> Sweep:
-    """The `SWEEP` declared by sweep file `name` (a name in `sweeps/` or a path to a .py file)."""
+    """The `SWEEP` declared by sweep file `name` (a name in `sweeps/` or a path to a .py file, or file://)."""
     if name in _DECLARED:
         return _DECLARED[name]
-    if name.endswith(".py") or "/" in name:
-        path = Path(name)
+    if name.endswith(".py") or "/" in name or storage.is_uri(name) or Path(name).exists():
+        path = storage.local_path(name, "NAME", "a sweep file")
     else:
         path = next((d / f"{name}.py" for d in sweep_dirs() if (d / f"{name}.py").is_file()), Path(f"{name}.py"))
         if not path.is_file():
             raise ValueError(f"NAME: no sweep named {name!r}; choose one of {', '.join(available()) or '(none found)'}")
     if not path.is_file():
-        raise FileNotFoundError(2, "No such file", str(path))
-    spec = importlib.util.spec_from_file_location(f"abacus_ray_sweep_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sweep = getattr(module, "SWEEP", None)
+        raise storage.not_a_file(path, "no such sweep file", "a sweep file")
+    if path.suffix != ".py":
+        raise ValueError(f"NAME: {path} is not a sweep file (a Python file declaring SWEEP = Sweep(...), e.g. "
+                         "sweeps/fig10_k.py)")
+    sweep = getattr(_run_sweep_file(path), "SWEEP", None)
     if not isinstance(sweep, Sweep):
         raise ValueError(f"{path}: declares no SWEEP = Sweep(...)")
     return sweep
+
+
+def _run_sweep_file(path: Path) -> object:
+    """Run a sweep file (it is code, like a Makefile) for its module; one that does not run is one line
+    naming the file (and the line of a syntax error), not a traceback."""
+    from abacus_ray.cli import one_line
+
+    spec = importlib.util.spec_from_file_location(f"abacus_ray_sweep_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise ValueError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:  # whatever a sweep file raises is the file's fault: one line
+        raise ValueError(f"{path}: does not run: {type(e).__name__}: {one_line(str(e))[:300]}") from None
+    return module
 
 
 def register(subparsers) -> None:
@@ -116,7 +134,6 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
 def confirmation(sweep: Sweep, args: argparse.Namespace) -> Sweep:
     """`--confirm`: the search's best finished point (highest last probe) as a plain sweep to retrain."""
 
-    from abacus_ray import storage
     from abacus_ray.sweep import best_point
 
     path = storage.resolve(args.storage, flag="--storage") / sweep.name / SEARCH_FILE
@@ -166,41 +183,54 @@ def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None)
     return trials
 
 
+def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
+    """What the real run checks before Ray starts, `--dry-run` included: CPUs, tracking, and `--storage`
+    probed (a small write, list and delete), so that a dry run passes only where the run could start.
+    The memory check of an embedded Ray's trials is the real run's alone (a dry run on a laptop may
+    well describe a cluster's sweep)."""
+    from abacus_ray.cli import check_num_cpus
+
+    check_num_cpus(parsed.num_cpus)
+    if parsed.tracking == "wandb" and importlib.util.find_spec("wandb") is None:
+        raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)")
+    if parsed.tracking_uri is not None and (parsed.tracking != "mlflow" or "://" not in parsed.tracking_uri):
+        raise ValueError(f"--tracking-uri: {parsed.tracking_uri!r} is not an MLflow server URI (http://HOST:PORT) "
+                         "or --tracking is not mlflow")
+    return storage.probe(parsed.storage, "--storage")  # one line and exit 2 for bad storage
+
+
+def dry_run(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, trials: list[Trial]) -> int:
+    from abacus_ray.training.budget import plan
+
+    print(json.dumps({"sweep": sweep.name, "caption": sweep.caption, "preset": parsed.preset,
+                      "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
+                      "search": dataclasses.asdict(search) if search else None,
+                      "trials": [{"name": t.name, "params": t.params, "budget": plan(t.config, t.config.cluster.workers),
+                                  "config": t.config.to_dict()} for t in trials]},
+                     indent=2))
+    return 0
+
+
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray import storage
-    from abacus_ray.cli import check_num_cpus, leave_working_dir, parse_args
+    from abacus_ray.cli import leave_working_dir, parse_args
 
     sweep = load_sweep(args.sweep)
     parsed = parse_args(build_parser(sweep), args.flags)
     if isinstance(parsed, int):  # --help (0) or a one-line usage error (2)
         return parsed
+    loc = None
     if getattr(parsed, "confirm", False):
-        storage.probe(parsed.storage, "--storage")  # a bad URI in one line, before its search is read
+        loc = check_before_ray(parsed)  # a bad URI in one line, before its search is read
         sweep = confirmation(sweep, parsed)
     search = search_of(sweep, parsed)
     trials = expand(sweep, parsed, search)
+    loc = loc or check_before_ray(parsed)
     if parsed.dry_run:
-        from abacus_ray.training.budget import plan
-
-        print(json.dumps({"sweep": sweep.name, "caption": sweep.caption, "preset": parsed.preset,
-                          "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
-                          "search": dataclasses.asdict(search) if search else None,
-                          "trials": [{"name": t.name, "params": t.params,
-                                      "budget": plan(t.config, t.config.cluster.workers),
-                                      "config": t.config.to_dict()} for t in trials]},
-                         indent=2))
-        return 0
-    check_num_cpus(parsed.num_cpus)
+        return dry_run(sweep, parsed, search, trials)
     if parsed.address is None and not os.environ.get("RAY_ADDRESS"):  # the embedded Ray: trials train here
         from abacus_ray.training.loop import check_fits_here
 
         check_fits_here([t.config for t in trials])
-    if parsed.tracking == "wandb" and importlib.util.find_spec("wandb") is None:  # before any Ray starts
-        raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)")
-    if parsed.tracking_uri is not None and (parsed.tracking != "mlflow" or "://" not in parsed.tracking_uri):
-        raise ValueError(f"--tracking-uri: {parsed.tracking_uri!r} is not an MLflow server URI (http://HOST:PORT) "
-                         "or --tracking is not mlflow")
-    loc = storage.probe(parsed.storage, "--storage")  # one line and exit 2 for bad storage, before Ray starts
     from abacus_ray.cluster.driver import failure_line, run_sweep
 
     local = storage.driver_dir(loc, sweep.name)  # the sweep's directory, or this machine's for a bucket

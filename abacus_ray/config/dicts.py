@@ -13,6 +13,7 @@ import json
 import math
 import types
 import typing
+import unicodedata
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -216,6 +217,19 @@ def check(condition: bool, key: str, message: str) -> None:
     """Raise `ValueError("key: message")` unless `condition` holds (used in `__post_init__`)."""
     if not condition:
         raise ValueError(f"{key}: {message}")
+
+
+CONTROL_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")  # control and format characters, line and paragraph separators
+
+
+def check_text(value: str, key: str) -> str:
+    """Refuse a name holding a control character (a newline, a tab, an escape, a direction override): it
+    would split or garble every table, log line and dashboard it lands in."""
+    bad = next((c for c in value if unicodedata.category(c) in CONTROL_CATEGORIES), None)
+    if bad is not None:
+        raise ValueError(f"{key}: {shown(value)} holds the control character U+{ord(bad):04X}; a name is one "
+                         "line of printable characters")
+    return value
 
 
 def check_choice(value: Any, key: str, choices: tuple) -> None:

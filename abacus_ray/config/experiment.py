@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from abacus_ray.config.cluster import ClusterConfig
-from abacus_ray.config.dicts import check, from_dict, to_dict, to_json, with_overrides
+from abacus_ray.config.dicts import check, check_text, from_dict, to_dict, to_json, with_overrides
 from abacus_ray.config.evaluation import EvalConfig
 from abacus_ray.config.model import ModelConfig
 from abacus_ray.config.task import TaskConfig
@@ -30,6 +30,8 @@ class ExperimentConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
     def __post_init__(self) -> None:
+        check(isinstance(self.name, str), "name", f"expected a string, got {self.name!r}")
+        check_text(self.name, "name")
         check(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed}")
         m, t = self.model, self.task
         if m.uses_abacus:

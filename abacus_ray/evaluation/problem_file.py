@@ -6,7 +6,9 @@ scores it here on exactly those: one problem a line in natural digit order and t
     add      123+4567           sub   900-45          addsub  either
     mul      12*34 (or 12x34)   or    0010+000001     sort    3705,640,65461
 
-blank lines and lines starting with `#` skipped, an optional trailing `=` accepted. Each line becomes
+blank lines and lines starting with `#` skipped, an optional trailing `=` accepted, spaces around the
+operators, commas and `=` ignored. Only ASCII is read: a digit of another script (Arabic-Indic,
+full-width) is refused, and so is a space inside a number (`1 2+3` is not `12+3`). Each line becomes
 the model's text format (reversed operands, index hints for an index-hint model, sorting labels from
 the first label symbol on), and problems are grouped into the cells (task, i, j) they fall into, in
 file order, so the same engines (`engine.run_cells`), the same per-cell noise and the same verdicts
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from abacus_ray import storage
 from abacus_ray.config import EvalConfig, ExperimentConfig
 from abacus_ray.evaluation.engine import prepare_cell, run_cells
 from abacus_ray.evaluation.errors import cell_errors
@@ -40,9 +43,10 @@ MAX_LINES = 100_000
 MAX_DIGITS = 1000  # an operand's digits: the official "googol" eval's longest numbers
 MAX_LINE_CHARS = 4 * MAX_DIGITS
 MAX_SORT_DIGITS = 30  # the paper's sorting grid
-_ARITH = re.compile(r"(\d+)([+\-*x])(\d+)=?")
+_ARITH = re.compile(r"([0-9]+)([+\-*x])([0-9]+)=?")  # ASCII digits only: \d also matches ٣ and ３
 _BITS = re.compile(r"([01]+)\+([01]+)=?")
-_LIST = re.compile(r"\d+(,\d+)*=?")
+_LIST = re.compile(r"[0-9]+(,[0-9]+)*=?")
+_AROUND_SYMBOLS = re.compile(r"\s*([+\-*x,=])\s*")
 
 
 @dataclass(frozen=True)
@@ -126,19 +130,34 @@ def _check_len(*operands: str, limit: int) -> None:
         raise ValueError(f"an operand of {longest} digits; at most {limit}")
 
 
+def joined(text: str) -> str:
+    """A stripped line with the spaces around its operators, commas and '=' removed; a character outside
+    ASCII (a digit of another script, a full-width sign) or a space inside a number is refused."""
+    foreign = next((c for c in text if not c.isascii()), None)
+    if foreign is not None:
+        raise ValueError(f"{foreign!r} (U+{ord(foreign):04X}) is not ASCII; write numbers with the digits 0-9")
+    text = _AROUND_SYMBOLS.sub(r"\1", text)
+    if any(c.isspace() for c in text):
+        raise ValueError("a space inside a number ('1 2+3' is not 12+3); write each number without spaces")
+    return text
+
+
 def read_problem_file(path: str | Path, cfg: ExperimentConfig) -> ProblemSet:
-    """Parse and bound a problem file for a model of config `cfg`; errors name the file and line."""
-    path = Path(path)
+    """Parse and bound a problem file for a model of config `cfg`; errors name the file and line (as an
+    editor counts lines: '\\n' ends one)."""
+    path = storage.local_path(path, "--problems", "a problem file")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such problem file")
+        raise storage.not_a_file(path, "no such problem file", "a problem file")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise ValueError(f"{path}: {size} bytes; a problem file may hold at most {MAX_FILE_BYTES}")
     raw = path.read_bytes()
     try:
-        lines = raw.decode("utf-8").splitlines()
+        lines = raw.decode("utf-8").split("\n")
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if lines[-1] == "":  # the newline that ends the last line
+        lines.pop()
     if len(lines) > MAX_LINES:
         raise ValueError(f"{path}: {len(lines)} lines; a problem file may hold at most {MAX_LINES}")
     problems = []
@@ -149,7 +168,7 @@ def read_problem_file(path: str | Path, cfg: ExperimentConfig) -> ProblemSet:
         if len(text) > MAX_LINE_CHARS:
             raise ValueError(f"{path}:{number}: {len(text)} characters; at most {MAX_LINE_CHARS}")
         try:
-            cell, problem, answer = parse_line(text.replace(" ", ""), cfg.task.name, cfg.task.index_hints)
+            cell, problem, answer = parse_line(joined(text), cfg.task.name, cfg.task.index_hints)
         except ValueError as e:
             shown = text if len(text) <= 40 else text[:37] + "..."
             raise ValueError(f"{path}:{number}: {shown!r}: {e}") from None
@@ -243,7 +262,7 @@ def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path
     path = resolve_checkpoint(checkpoint_path)
     problems = read_problem_file(problems_path, read_checkpoint_config(path))
     model_id = read_json(path / META_FILE).get("model_id")
-    earlier = read_problems(out_dir) if Path(out_dir, PROBLEMS_DIR).is_dir() else None
+    earlier = read_problems(out_dir) if storage.is_dir(storage.resolve(out_dir) / PROBLEMS_DIR) else None
     if earlier is not None and len(earlier):
         other = sorted(set(earlier["problems"]) - {problems.label})
         if other:

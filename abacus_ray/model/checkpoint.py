@@ -12,7 +12,8 @@ A training run writes numbered checkpoints `step-000001234/` into its checkpoint
 newest few; `latest_checkpoint(root)` is the highest complete one. Writes go to a temporary sibling
 directory that is renamed into place, so a reader never sees a half-written checkpoint. Loading
 always uses `weights_only=True`: a checkpoint can never run code, and a truncated, garbage or
-wrong-shape file is a `ValueError` naming the file.
+wrong-shape file is a `ValueError` naming the file (one that holds code, in the one wording of
+`model/unsafe.py`); so are weights holding NaN or infinity.
 
 A checkpoint (or a run directory) may also be an object-store URI (`abacus_ray.storage`): its JSON
 files are read in place, and `load_checkpoint` first copies the directory to a local cache
@@ -29,6 +30,7 @@ import shutil
 import tempfile
 import time
 import uuid
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ from torch import nn
 
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
+from abacus_ray.model.unsafe import code_it_names, unsafe_file
 from abacus_ray.storage import Location
 
 FORMAT_VERSION = 1
@@ -189,19 +192,27 @@ def prune_checkpoints(root: str | Path, keep: int) -> None:
 
 
 def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
-    """`torch.load(path, weights_only=True)`, with any failure turned into a ValueError naming `path`."""
+    """`torch.load(path, weights_only=True)`, with any failure turned into a ValueError naming `path`: a
+    file that holds code in the one wording of `model.unsafe` (torch's own message would advise the unsafe
+    load), anything else as what it is. Torch's warnings about the file are not printed before that line."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing checkpoint file")
+        raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # truncated zip, garbage bytes, or a pickle that is not weights-only
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 3": the refusal below says more
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated zip, garbage bytes, or a pickle that would run code
+        code = code_it_names(path)
+        if code is not None:
+            raise ValueError(unsafe_file(path, code)) from None
         raise ValueError(f"{path}: not a readable weights-only torch file: {_what_it_is(path, e)}") from None
 
 
 def _what_it_is(path: Path, e: Exception) -> str:
     """What a file that `torch.load(weights_only=True)` refused is, in words (torch's own messages name
-    a byte (`KeyError: 101`), say `EOFError`, or advise loading with weights_only=False)."""
+    a byte (`KeyError: 101`), say `EOFError`, or advise loading with weights_only=False, which is never
+    repeated here)."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(64)
@@ -209,27 +220,25 @@ def _what_it_is(path: Path, e: Exception) -> str:
         return "the file is empty (0 bytes)"
     if head.startswith(b"PK\x03\x04") and not zipfile.is_zipfile(path):
         return f"a truncated zip archive ({size:,} bytes, its end-of-archive directory is missing)"
-    name = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
-    if name:  # a pickle that would build something besides tensors: it is refused, never run
-        return (f"it holds pickled Python objects besides tensors (it names {name.group(1)}), which a "
-                "weights-only load refuses to build; nothing in it was run")
     text = head.decode("utf-8", errors="replace")
     if "\ufffd" not in text and all(c.isprintable() or c in "\t\r\n" for c in text):
         return f"a text file ({size:,} bytes, starting {text.splitlines()[0][:40]!r})"
     if isinstance(e, EOFError) or head[:1] == b"\x80":  # the pickle protocol marker of the legacy format
         return f"a truncated or corrupt pickle ({size:,} bytes)"
     if zipfile.is_zipfile(path):
-        return f"a damaged zip archive ({size:,} bytes: {' '.join(str(e).split())[:200]})"
+        reason = " ".join(str(e).split())[:200]
+        told = "" if "weights" in reason.lower() else f": {reason}"  # never torch's advice to load unsafely
+        return f"a damaged zip archive ({size:,} bytes{told})"
     return f"not a torch file ({size:,} bytes, starting {head[:8].hex(' ')})"
 
 
 def read_json(path: Path | Location) -> dict:
     if not _is_file(path):
-        raise FileNotFoundError(f"{path}: missing checkpoint file")
+        raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
     try:
         data = json.loads(storage.read_text(path) if isinstance(path, Location) else path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # '[[[[...' nested past the stack
+        raise ValueError(f"{path}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data
@@ -305,6 +314,18 @@ def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, w
         raise ValueError(f"{where}: weights do not fit the configured model ({what}; {n} tensor(s) differ)")
 
 
+def check_finite(weights: dict[str, torch.Tensor], where: Path | str) -> None:
+    """Refuse weights holding NaN or infinity, naming the tensor by the file's key: such a model (diverged,
+    or corrupted on its way) would be scored, and its zeros read as a result."""
+    for name in sorted(weights):
+        t = weights[name]
+        if t.is_floating_point() or t.is_complex():
+            bad = t.numel() - int(torch.isfinite(t).sum())
+            if bad:
+                raise ValueError(f"{where}: {name} holds {bad:,} NaN or infinite value(s) of {t.numel():,} "
+                                 "(diverged or corrupted weights)")
+
+
 CACHE_DIR = "abacus-ray-checkpoints"  # under the temp dir: checkpoints fetched from object storage
 
 
@@ -348,6 +369,7 @@ def load_checkpoint(directory: str | Path | Location, map_location: Any = "cpu")
     if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
         raise ValueError(f"{path / MODEL_FILE}: expected a state_dict of tensors")
     check_weights_fit(weights, cfg, path / MODEL_FILE)
+    check_finite(weights, path / MODEL_FILE)
     model = ArithmeticTransformer.for_experiment(cfg)
     try:
         model.load_state_dict(weights)

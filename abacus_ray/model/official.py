@@ -18,19 +18,16 @@ files hold (and §4 the model they describe). This module maps both onto ours:
   dropped.
 
 Anything that does not map (a config value we do not implement, an unexpected or missing tensor, a
-shape) is a `ValueError` naming the key, raised before a tensor is read. `official_state_dict` is the
-inverse mapping, used by the round-trip test and for handing a model back to the official code.
-Plain torch; weights are read with safetensors only (no pickle).
+shape) is a `ValueError` naming the key as the files spell it, raised before a tensor is read.
+`official_state_dict` is the inverse mapping, used by the round-trip test and for handing a model back
+to the official code. Plain torch; the files are read (safetensors only, no pickle) by
+model/official_files.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import re
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,8 +42,6 @@ from abacus_ray.tasks.tokenizer import get_tokenizer
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "model_config.json"
 MODEL_TYPE = "ScriptableCrammedDepthRecurrent"
 CLASS_SKIP, CLASS_PLAIN = "ScriptableRecurrentLMReplicaConcat", "ScriptableRecurrentLM"
-MAX_CONFIG_BYTES = 1 << 20
-MAX_WEIGHTS_BYTES = 16 << 30  # a paper model is ~0.5 GB; this only stops absurd files before reading
 # vocabulary size -> (tokenizer, index hints) of the official tokenizers (docs/official-code.md §1)
 VOCABS = {19: ("pad", "none"), 121: ("index", "cyclic"), 118: ("sort", "none")}
 GRIDS = {"add": ("paper-addition",), "sub": ("paper-subtraction",), "mul": ("paper-multiplication",),
@@ -59,20 +54,6 @@ REQUIRED_VALUES = {
     "attention.bias_in_proj": False, "attention.skip_output_projection": False,
     "attention.sequence_op": "torch-softmax",
 }
-
-
-@dataclass(frozen=True)
-class OfficialSource:
-    """Where an imported model came from: recorded in its checkpoint's meta.json (`describe` shows it)."""
-
-    path: str
-    official_class: str
-    config_sha256: str
-    weights_sha256: str
-
-    def meta(self) -> dict[str, str]:
-        return {"imported_from": self.path, "imported_class": self.official_class,
-                "imported_config_sha256": self.config_sha256, "imported_weights_sha256": self.weights_sha256}
 
 
 def _get(arch: dict, dotted: str) -> Any:
@@ -89,6 +70,24 @@ def _int(arch: dict, dotted: str, low: int = 1) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < low:
         raise ValueError(f"{CONFIG_FILE}: {dotted} must be an integer >= {low}, got {v!r}")
     return v
+
+
+# Our config keys -> the fields of model_config.json (or the flags) they come from, for messages.
+TYPED_AS = {"model.layers": "layers_in_recurrent_block", "model.recurrences": "maximal_recurrence",
+            "model.eval_recurrences": "maximal_recurrence_in_eval", "model.hidden": "hidden_size",
+            "model.intermediate": "intermed_size", "model.heads": "attention.num_attention_heads",
+            "model.max_k": "embedding.max_abacus_len", "model.abacus_table": "embedding.max_seq_length",
+            "model.fire_max_length": "attention.max_length", "task.train_max_len": "--train-max-len",
+            "name": "--name"}
+
+
+def as_typed(message: str) -> str:
+    """A config refusal (`model.hidden: ... bound`) worded with the official field or flag a user wrote."""
+    key, sep, rest = message.partition(": ")
+    for ours, theirs in TYPED_AS.items():
+        if "." in ours:  # dotted keys only: a bare word such as "name" may be plain prose
+            rest = re.sub(rf"(?<![\w.]){re.escape(ours)}(?!\w)", theirs, rest)
+    return f"{TYPED_AS.get(key, key)}{sep}{rest}"
 
 
 def official_class(arch: dict) -> str:
@@ -164,10 +163,10 @@ def model_config_of(arch: dict) -> ModelConfig:
             intermediate=_int(arch, "intermed_size"), heads=_int(arch, "attention.num_attention_heads"),
             max_k=_int(arch, "embedding.max_abacus_len", 0) if positions.startswith("abacus") else 0,
             abacus_table=table, init_state=init_state, init_std=init_std,
-            fire_max_length=int(arch["attention"].get("max_length") or 0),
+            fire_max_length=_int(arch, "attention.max_length", 0) if arch["attention"].get("max_length") else 0,
             eval_recurrences=None if eval_rec in (None, recurrences) else eval_rec)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{CONFIG_FILE}: {e}") from None
+        raise ValueError(f"{CONFIG_FILE}: {as_typed(str(e))}") from None
 
 
 def experiment_from_official(arch: dict, *, task: str | None = None, train_max_len: int | None = None,
@@ -186,8 +185,12 @@ def experiment_from_official(arch: dict, *, task: str | None = None, train_max_l
     if (task == "sort") != (tokenizer == "sort") or (hints != "none" and task not in ("add", "sub")):
         raise ValueError(f"--task: {task} does not fit embedding.vocab_size {vocab} (the {tokenizer!r} tokenizer)")
     n = train_max_len or (10 if task == "sort" else 20)
-    task_cfg = TaskConfig(name=task, train_max_len=n, index_hints=hints)
-    cfg = ExperimentConfig(name=name, task=task_cfg, model=model, eval=EvalConfig(grids=GRIDS[task]))
+    try:
+        task_cfg = TaskConfig(name=task, train_max_len=n, index_hints=hints)
+        cfg = ExperimentConfig(name=name, task=task_cfg, model=model, eval=EvalConfig(grids=GRIDS[task]))
+    except ValueError as e:
+        text = as_typed(str(e))
+        raise ValueError(text if text.startswith("--") else f"{CONFIG_FILE}: {text}") from None
     assert get_tokenizer(cfg.task.tokenizer_name).vocab_size == vocab
     return cfg
 
@@ -316,8 +319,15 @@ def check_layout(shapes: dict[str, tuple[int, ...]], arch: dict, cfg: Experiment
     got = {ours: key for key, ours in names.items() if ours is not None}
     missing = sorted(set(want) - set(got))
     if missing:
-        raise ValueError(f"{WEIGHTS_FILE}: missing tensor for {missing[0]} ({len(missing)} missing; the config "
-                         f"describes a {cfg.model.layers}-layer {official_class(arch)} with {cfg.model.positions})")
+        compiled = any(_COMPILED.search(k) for k in shapes)
+        key = official_name(missing[0], cfg, seq_first=_get(arch, "attention.type") == "self-attention", skip=skip,
+                            compiled=compiled)
+        raise ValueError(f"{WEIGHTS_FILE}: no tensor {key} ({len(missing)} missing; the config describes a "
+                         f"{cfg.model.layers}-layer {official_class(arch)} with {cfg.model.positions})")
+    extra = sorted(key for ours, key in got.items() if ours not in want)
+    if extra:  # e.g. FIRE's tensors in a file whose config asks for RoPE
+        raise ValueError(f"{WEIGHTS_FILE}: unexpected tensor {extra[0]!r} (no place for it in a "
+                         f"{official_class(arch)} with positions {cfg.model.positions})")
     for ours, key in sorted(got.items()):
         shape = tuple(reversed(shapes[key])) if ours == "adapter.weight" else shapes[key]
         if shape != want[ours]:
@@ -345,28 +355,35 @@ def official_to_ours(tensors: dict[str, torch.Tensor], names: dict[str, str | No
     return out
 
 
+def official_name(ours: str, cfg: ExperimentConfig, *, seq_first: bool, skip: bool, compiled: bool = True) -> str:
+    """The official file's key for our tensor `ours` (the inverse of `map_names`)."""
+    top = {o: key for key, o in _top_name(cfg.model.positions).items()}
+    if ours in top:
+        return top[ours]
+    layer, rest = re.fullmatch(r"layers\.(\d+)\.(.+)", ours).groups()
+    official = next(r for r in _layer_keys(seq_first) if _layer_name(r, seq_first) == rest)
+    return _block_prefix(int(layer), skip, compiled) + official
+
+
+def _block_prefix(layer: int, skip: bool, compiled: bool) -> str:
+    wrap = "._orig_mod" if compiled else ""
+    return f"encoder.recurrent_blocks.{layer}{wrap}.layers.0." if skip else f"encoder.recurrent_block{wrap}.layers.{layer}."
+
+
 def official_state_dict(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, *,
                         seq_first: bool, skip: bool, compiled: bool = True) -> dict[str, torch.Tensor]:
     """Our state dict in the official layout (the inverse of `official_to_ours`, buffers included)."""
     m = cfg.model
-    top = {ours: key for key, ours in _top_name(m.positions).items()}
-    wrap = "._orig_mod" if compiled else ""
     out: dict[str, torch.Tensor] = {}
     for ours, t in weights.items():
-        if ours in top:
-            out[top[ours]] = t.t().contiguous() if ours == "adapter.weight" else t
-            continue
-        layer, rest = re.fullmatch(r"layers\.(\d+)\.(.+)", ours).groups()
-        official = next(r for r in _layer_keys(seq_first) if _layer_name(r, seq_first) == rest)
-        prefix = (f"encoder.recurrent_blocks.{layer}{wrap}.layers.0." if skip
-                  else f"encoder.recurrent_block{wrap}.layers.{layer}.")
-        if rest == "attn.qkv.weight" and seq_first:
+        if ours == "adapter.weight":
+            t = t.t().contiguous()
+        elif ours.endswith("attn.qkv.weight") and seq_first:
             t = interleave_qkv(t, m.heads)
-        out[prefix + official] = t.contiguous()
+        out[official_name(ours, cfg, seq_first=seq_first, skip=skip, compiled=compiled)] = t.contiguous()
     head_dim = m.hidden // m.heads
     for layer in range(m.layers):
-        prefix = (f"encoder.recurrent_blocks.{layer}{wrap}.layers.0." if skip
-                  else f"encoder.recurrent_block{wrap}.layers.{layer}.")
+        prefix = _block_prefix(layer, skip, compiled)
         if seq_first:
             out[prefix + "attn.norm_factor"] = torch.tensor(head_dim ** -0.5)
             if m.positions in ("rope", "abacus+rope"):
@@ -385,70 +402,3 @@ def _layer_keys(seq_first: bool) -> list[str]:
     return keys + ["attn.in_proj_weight", "attn.out_proj.weight", "attn.rotary_emb.c", "attn.rotary_emb.init_L",
                    "attn.rotary_emb.L_multiplier"] + [f"attn.rotary_emb.mlp.{i}.{p}" for i in (0, 2)
                                                      for p in ("weight", "bias")]
-
-
-# ------------------------------------------------------------------------------------------ files
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def read_arch(directory: Path) -> dict:
-    """The official `model_config.json` of a checkpoint directory (bounded in size, a JSON object)."""
-    path = directory / CONFIG_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing (an official checkpoint directory holds {WEIGHTS_FILE} "
-                                f"and {CONFIG_FILE})")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ValueError(f"{path}: {path.stat().st_size} bytes, more than an arch config's {MAX_CONFIG_BYTES}")
-    try:
-        arch = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(arch, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return arch
-
-
-def _open_weights(path: Path):
-    from safetensors import SafetensorError, safe_open
-
-    if not path.is_file():
-        pickled = [p.name for p in path.parent.glob("*.pth")] + [p.name for p in path.parent.glob("*.bin")]
-        hint = f"; {pickled[0]} is not read: pickle files can run code" if pickled else ""
-        raise FileNotFoundError(f"{path}: missing{hint}")
-    if path.stat().st_size > MAX_WEIGHTS_BYTES:
-        raise ValueError(f"{path}: {path.stat().st_size} bytes, more than the {MAX_WEIGHTS_BYTES} this reads")
-    try:
-        return safe_open(str(path), framework="pt", device="cpu")
-    except (SafetensorError, OSError, ValueError) as e:
-        first = " ".join(str(e).split())[:200]
-        raise ValueError(f"{path}: not a safetensors file ({first}); pickle checkpoints are not read") from None
-
-
-def load_official(directory: str | Path, *, task: str | None = None, train_max_len: int | None = None,
-                  name: str | None = None) -> tuple[ExperimentConfig, dict[str, torch.Tensor], OfficialSource]:
-    """(our config, our state dict, its source) for an official checkpoint directory.
-
-    Everything is checked before a tensor is read: config, names, shapes; then buffers as they are read.
-    """
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"{directory}: no such checkpoint directory")
-    arch = read_arch(directory)
-    cfg = experiment_from_official(arch, task=task, train_max_len=train_max_len,
-                                   name=name or f"official-{directory.resolve().name}")
-    path = directory / WEIGHTS_FILE
-    handle = _open_weights(path)
-    with handle as f:
-        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-        names = check_layout(shapes, arch, cfg)
-        tensors = {k: f.get_tensor(k) for k in names}
-    weights = official_to_ours(tensors, names, cfg, _get(arch, "attention.type") == "self-attention")
-    source = OfficialSource(str(directory.resolve()), official_class(arch),
-                            _sha256(directory / CONFIG_FILE), _sha256(path))
-    return cfg, weights, source
