@@ -10,9 +10,11 @@ progressive loss (separate calls, summed losses):
   backward stacks the three gradients ([3, B, heads, S, d], a `cat`), and the view backward then
   copies that permuted stack into the [B, S, 3H] layout the projection's backward needs.
 
-Here each gradient is computed straight into its slice of one preallocated buffer laid out as the
-forward's input, with the same kernels autograd would run (`mul`, `gelu_backward`, copies), so the
-results are bit-identical and one (GLU) or two (QKV) full passes over the activations disappear.
+Here the GLU's two gradients are computed straight into the halves of one buffer laid out as its
+input, with the kernels autograd would run (`mul`, `gelu_backward`), and the three attention
+gradients are stacked once, straight into the projection's layout. The results are bit-identical,
+and per layer application one full pass over the GLU's input gradient (its `cat`) and one over the
+QKV gradient (the permuted copy) disappear.
 Compiled code does not take this path: inductor fuses the concatenation into its own kernels.
 """
 
@@ -57,13 +59,9 @@ class _SplitHeads(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_q: Tensor | None, grad_k: Tensor | None, grad_v: Tensor | None) -> tuple[Tensor, None]:
         some = next(g for g in (grad_q, grad_k, grad_v) if g is not None)
+        grads = [(g if g is not None else torch.zeros_like(some)).transpose(1, 2) for g in (grad_q, grad_k, grad_v)]
         buffer = torch.empty(ctx.shape, dtype=some.dtype, device=some.device)
-        for i, g in enumerate((grad_q, grad_k, grad_v)):
-            target = buffer[:, :, i]  # [B, S, heads, d]
-            if g is None:
-                target.zero_()
-            else:
-                target.copy_(g.transpose(1, 2))
+        torch.stack(grads, dim=2, out=buffer)  # one kernel, straight into [B, S, 3, heads, d]
         b, s = ctx.shape[:2]
         return buffer.view(b, s, -1), None
 
