@@ -2,7 +2,8 @@
 
 Each round runs every variant once through the real loop (`benchmarks/train_step.py`'s `measure`),
 in turn, so a loaded machine slows them alike; the table gives each variant's median samples/s over
-the rounds and its ratio to the first. A second table counts the aten kernels of one micro-batch
+the rounds and the median and range over the rounds of its ratio to the first variant of the same
+round (paired: load drifts between rounds on a shared VM). A second table counts the aten kernels of one micro-batch
 (forward and backward, eager): the casts (`copy_`), `cat`s, LayerNorms, element-wise adds/muls and
 matmuls the GPU profile pointed at, which a CPU can count but not time for a GPU.
 
@@ -13,6 +14,7 @@ guide to a GPU's speed).
 
     python benchmarks/train_step_ab.py                          # tiny, 2 threads, plain/eager/compiled
     python benchmarks/train_step_ab.py --variants plain,eager --rounds 5 --steps 60
+    python benchmarks/train_step_ab.py --cpu-time 60 --count ""  # paired CPU time, robust on a shared VM
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -93,6 +96,42 @@ def count_kernels(name: str, preset_name: str, overrides: list[str]) -> Counter:
     return counts
 
 
+def alternate_cpu_time(preset_name: str, overrides: list[str], iterations: int) -> dict[str, list[float]]:
+    """Thread CPU seconds of one micro-batch's forward + backward (fp32, one torch thread), the
+    variants `plain`, `eager` and `compiled` taking turns on one model and batch: paired, and
+    insensitive to the CPU time other machines steal from a shared VM."""
+    cfg = preset(preset_name, overrides + ["train.precision=fp32"])
+    torch.manual_seed(0)
+    model = ArithmeticTransformer.for_experiment(cfg).train()
+    ids = TrainStream(cfg.task, cfg.seed).batch(0, cfg.train.micro_batch, 0, 1).input_ids
+    depth, grad = cfg.model.recurrences, backprop_limit(cfg.model.recurrences, cfg.train.max_backprop)
+    real = fused._fusable
+    times: dict[str, list[float]] = {"plain": [], "eager": [], "compiled": []}
+
+    def step(variant: str) -> float:
+        fused._fusable = real if variant != "plain" else (lambda x: False)
+        if variant == "compiled":
+            model.compile_block()
+        start = time.thread_time()
+        answer_loss(model(ids, recurrences=depth, grad_recurrences=grad, abacus_offset=1), ids, None,
+                    mask_before_equals=False).backward()
+        spent = time.thread_time() - start
+        model.zero_grad(set_to_none=True)
+        model.drop_compiled_block()
+        return spent
+
+    try:
+        for _ in range(3):  # warm-up, compilation included
+            for v in times:
+                step(v)
+        for _ in range(iterations):
+            for v in times:
+                times[v].append(step(v))
+    finally:
+        fused._fusable = real
+    return times
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="tiny")
@@ -103,8 +142,21 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--cpu-time", type=int, default=0, metavar="N",
+                   help="instead of the loop's samples/s: N alternations of plain/eager/compiled, thread CPU time")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.cpu_time:
+        torch.set_num_threads(1)
+        times = alternate_cpu_time(args.preset, args.overrides, args.cpu_time)
+        print(f"# {args.preset} {' '.join(args.overrides)}: forward + backward of one micro-batch, fp32, 1 thread, "
+              f"thread CPU time, {args.cpu_time} alternations, torch {torch.__version__}")
+        print(f"{'variant':<10} {'ms (median)':>12} {'ratio to plain (median of pairs)':>33} {'range':>11}")
+        for v, ts in times.items():
+            ratios = [b / a for a, b in zip(ts, times["plain"], strict=True)]  # speed-up: plain time / time
+            print(f"{v:<10} {1e3 * statistics.median(ts):>12.2f} {statistics.median(ratios):>33.2f} "
+                  f"{min(ratios):>5.2f}-{max(ratios):<5.2f}")
+        return
     timed = [v for v in args.variants.split(",") if v]
     rates: dict[str, list[float]] = {v: [] for v in timed}
     for _ in range(args.rounds):
@@ -112,11 +164,11 @@ def main() -> None:
             rates[v].append(run_variant(v, args.preset, args.overrides, args.warmup, args.steps)["samples_per_s"])
     print(f"# {args.preset} {' '.join(args.overrides)} on cpu, {args.threads} threads, torch {torch.__version__}, "
           f"{args.rounds} rounds of {args.steps} steps after {args.warmup}")
-    base = statistics.median(rates[timed[0]])
-    print(f"{'variant':<10} {'samples/s (median)':>19} {'range':>17} {'ratio':>6}")
+    print(f"{'variant':<10} {'samples/s (median)':>19} {'range':>17} {'ratio (median of rounds)':>25} {'range':>11}")
     for v in timed:
-        med = statistics.median(rates[v])
-        print(f"{v:<10} {med:>19.1f} {min(rates[v]):>8.1f}-{max(rates[v]):<8.1f} {med / base:>6.2f}")
+        ratios = [a / b for a, b in zip(rates[v], rates[timed[0]], strict=True)]  # paired within a round
+        print(f"{v:<10} {statistics.median(rates[v]):>19.1f} {min(rates[v]):>8.1f}-{max(rates[v]):<8.1f} "
+              f"{statistics.median(ratios):>25.2f} {min(ratios):>5.2f}-{max(ratios):<5.2f}")
     counted = [v for v in args.count.split(",") if v]
     if counted:
         print(f"\naten kernels of one micro-batch's forward + backward (eager)\n{'variant':<10} "
