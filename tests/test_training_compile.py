@@ -84,7 +84,7 @@ def test_compiled_block_survives_depths_offsets_ramp_probes_and_a_resume_without
     assert resumed.losses == straight.losses[6:] and resumed.model_id == straight.model_id
 
 
-@pytest.mark.slow  # torch.compile (aot_eager) and an eager twin, 2 x 200 steps: ~10 s on a quiet VM
+@pytest.mark.slow  # torch.compile (aot_eager) and an eager twin, 2 x 200 steps: ~60 s of CPU
 def test_compiled_block_trains_the_eager_loss_curve(monkeypatch, counted_compile):
     """The compiled block against the same loop with `torch.compile` a no-op (same padding, data and
     noise). Measured with aot_eager on CPU (torch 2.13): identical losses for all 200 steps. Allowed:
