@@ -248,6 +248,8 @@ def test_compiled_training_survives_changing_depths_offsets_and_lengths(monkeypa
     assert length == 19
     ids = torch.nn.functional.pad(ids, (0, length - ids.shape[1]))
     noise = torch.randn(2, length, 32)
+    assert model._compiled_block is None  # the trained model is handed back eager
+    model.compile_block()
     compiled = model(ids, noise=noise, abacus_offset=2, recurrences=3, grad_recurrences=1)
-    model._compiled_block = None
+    model.drop_compiled_block()
     torch.testing.assert_close(compiled, model(ids, noise=noise, abacus_offset=2, recurrences=3, grad_recurrences=1))

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from abacus_ray.model.fire import FIRE, fire_positions
+from abacus_ray.model.fused import split_heads
 from abacus_ray.model.rope import apply_rope, rope_tables
 
 KV = tuple[Tensor, Tensor]
@@ -41,7 +42,7 @@ class CausalSelfAttention(nn.Module):
         positions that do not change between calls. Returns the output [B, Sq, H] and the (k, v) [B, heads, start+Sq, head_dim] for the cache.
         """
         b, sq, _ = x.shape
-        q, k, v = self.qkv(x).view(b, sq, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = split_heads(self.qkv(x), self.heads)
         if self.rope:
             cos, sin = rope_tables(torch.arange(start, start + sq, device=x.device), self.head_dim)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)

@@ -6,10 +6,10 @@ offered as a stability option. LayerNorm eps is 1e-12 and no linear has a bias.
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from abacus_ray.model.attention import KV, CausalSelfAttention
+from abacus_ray.model.fused import gelu_glu
 
 LN_EPS = 1e-12
 
@@ -28,8 +28,7 @@ class GLUFeedForward(nn.Module):
         self.w_out = nn.Linear(intermediate // 2, hidden, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        value, gate = self.w_in(x).chunk(2, dim=-1)
-        return self.w_out(value * F.gelu(gate))
+        return self.w_out(gelu_glu(self.w_in(x)))
 
 
 class DecoderLayer(nn.Module):

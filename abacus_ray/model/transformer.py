@@ -214,9 +214,16 @@ class ArithmeticTransformer(nn.Module):
         a recompile. Compiling the whole forward made those ints symbolic after the first recompile
         and crashed. Callers keep the sequence length fixed too (the training loop pads
         every batch to the task's longest line, `tasks.stream.padded_length`); a new length only
-        costs one more graph. Decoding with a KV cache stays eager.
+        costs one more graph. `dynamic=False`: no graph ever holds a symbolic size, the source of the
+        "invalid shape dimension" crash. The parameters are graph inputs, so a new model of the same
+        shapes (a resumed run) reuses the graphs. Only training-mode forwards use it: evaluation,
+        probes and decoding with a KV cache stay eager, so their many shapes never recompile.
         """
         self._compiled_block = torch.compile(self._block, dynamic=False, **compile_kwargs)
+
+    def drop_compiled_block(self) -> None:
+        """Back to the eager block (a trained model handed on for evaluation or export)."""
+        self._compiled_block = None
 
     def _block(self, state: Tensor, emb: Tensor) -> Tensor:
         """One application of the layer stack without a cache (training, teacher forcing; what
@@ -233,7 +240,8 @@ class ArithmeticTransformer(nn.Module):
         if inject == "first" or (inject == "none" and r == 0):
             state = state + emb
         if cache is None:
-            return (self._compiled_block or self._block)(state, emb)
+            compiled = self._compiled_block if self.training else None
+            return (compiled or self._block)(state, emb)
         for index, layer in enumerate(self.layers):
             if inject == "every":
                 state = state + emb

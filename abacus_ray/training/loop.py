@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from abacus_ray.config import ExperimentConfig
+from abacus_ray.config.train import resolved_compile
 from abacus_ray.model import checkpoint as ckpt
 from abacus_ray.model.memory import check_training_fits
 from abacus_ray.model.positions import OffsetDraw
@@ -39,6 +40,7 @@ from abacus_ray.model.precision import resolve_precision
 from abacus_ray.seeds import micro_batch_generator, rank_seed, resumed_rank_seed, weights_seed
 from abacus_ray.training.budget import Budget
 from abacus_ray.training.distributed import agree, global_denominator, rank_and_world, wrap_ddp
+from abacus_ray.training.master import working_model
 from abacus_ray.training.objective import answer_loss, loss_denominator
 from abacus_ray.training.optimizer import build_optimizer, set_lr
 from abacus_ray.training.progressive import (
@@ -137,6 +139,9 @@ class _Session:
         self.optimizer = build_optimizer(self.model, self.tc, device)
         self.precision = resolve_precision(self.tc.precision, device)
         self.scaler = self.precision.grad_scaler()
+        # the model that runs forward and backward: the fp32 model itself, or its bf16 working copy
+        self.master = working_model(self.model, self.precision.name)
+        self.compute = self.master.working if self.master is not None else self.model
         self.budget = Budget.from_config(cfg, self.world)
         self.micro_index, self.tokens_total = self._restore(saved_state)
         self.net, self.ddp, self.fixed_len = self._wrap()
@@ -173,14 +178,14 @@ class _Session:
         """DDP over several ranks; a compiled block on batches of one fixed length (see `compile_block`)."""
         from abacus_ray.tasks.stream import padded_length
 
-        net: nn.Module = self.model
+        net: nn.Module = self.compute
         ddp = None
         if self.world > 1:
             unused = self.cfg.model.injection == "none" and self.cfg.model.recurrences > 1
             net = ddp = wrap_ddp(net, self.device, self.process_group, find_unused=unused)
         fixed_len = None
-        if self.tc.compile:
-            self.model.compile_block()
+        if resolved_compile(self.tc.compile, self.device.type):
+            self.compute.compile_block()
             fixed_len = padded_length(self.cfg.task)
         return net, ddp, fixed_len
 
@@ -255,6 +260,7 @@ class _Session:
             self.run_probe()
         final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)  # periodic saves stop short of f = 1
         metrics = self.emit(self.session, fraction, lr, final=True, saved=final_saved)
+        self.model.drop_compiled_block()  # the trained model is handed on eager
         self.model.eval()
         model_id = final_saved[1] if final_saved else ckpt.model_id_of(self.model)
         return TrainResult(final_saved[0] if final_saved else None, model_id, metrics, self.losses, self.model)
@@ -274,6 +280,8 @@ class _Session:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.master is not None:
+            self.master.publish()
         step_loss = self.count_step(accum, float(loss_sum) / accum, tokens, positions, seq_sum)
         self.checkpoint_probe_report(step_loss, lr)
         return lr
@@ -290,7 +298,7 @@ class _Session:
             positions += ids.numel()
             seq_sum += ids.shape[1]
             if self.device.type == "cuda":
-                self.model.validate_inputs = False  # the config guarantees the table; skip the per-call host sync
+                self.compute.validate_inputs = False  # the config guarantees the table; skip the per-call host sync
         return loss_sum, tokens, positions, seq_sum
 
     def micro_batch(self, loss_sum: torch.Tensor, *, last_micro: bool, accum: int) -> tuple[torch.Tensor, int]:
@@ -323,6 +331,8 @@ class _Session:
                 ce = answer_loss(logits, ids, mask, reduction=tc.loss_reduction,
                                  mask_before_equals=tc.mask_before_equals, denominator=denom)
                 self.scaler.scale(ce * (call.weight * self.throttle * self.world / accum)).backward()
+            if self.master is not None and (self.ddp is None or last):  # under DDP: once all-reduced
+                self.master.collect()
             loss_sum += ce.detach() * call.weight
         return ids, int(batch.lengths.sum())
 

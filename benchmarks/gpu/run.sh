@@ -11,7 +11,8 @@
 #   raypath  one trial of sweeps/fig10_k.py (the paper's 8 x 2) trained RAY_MIN minutes (default 5)
 #            through Tune + TorchTrainer(use_gpu, NCCL), then grid evaluation on the Ray Data
 #            GPU actor pool into Parquet; the trial's reports give the long run's MFU   -> raypath/
-#   mfu      30 timed steps of the 8 x 2, eager (with a torch.profiler kernel table) and compiled -> mfu/
+#   mfu      30 timed steps of the 8 x 2: eager, compiled (the CUDA default), compiled + bf16-pure;
+#            a torch.profiler kernel table of each                                     -> mfu/
 #   grid     the raypath trial's model (or RUN; else one trained TRAIN_MIN minutes) on the whole
 #            paper-addition grid through the real CLI (timed, load included, in GRID_PRECISIONS,
 #            default bf16-pure), and verdict flips of bf16 / bf16-pure / tf32 against fp32 on a
@@ -21,7 +22,7 @@
 #            (resumes within one lease), scored on the diagonal to 220 digits and a sparse grid past
 #            100 with Wilson intervals; a checkpoint cannot come back, so scoring happens here -> x10/
 # Knobs: DEADLINE_S (default 560: every stage's timeout is capped so the tarball is written in time),
-# RAY_MIN, TRAIN_MIN (4), X10_MIN (6), X10_DRAW (balanced), GRID_PRECISIONS. Sweeps run with --tracking
+# RAY_MIN, TRAIN_MIN (4), X10_MIN (6), X10_DRAW (balanced), GRID_PRECISIONS, MFU_BATCH (1024), MFU_STEPS (30). Sweeps run with --tracking
 # none and --no-dashboard: the bundle carries neither MLflow nor plotly; Parquet and logs come back.
 set -uo pipefail
 : "${1:?usage: run.sh STAGE... (check raypath mfu grid share x10 all)}"
@@ -41,7 +42,8 @@ export RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token
 cd "$HERE"
 # Rehearsal knobs (a CPU dry run of the script's plumbing before spending device time):
 # NO_SITE=1 PYTHON=.venv/bin/python DEV=cpu MODEL_ARGS="--preset tiny" RAY_ARGS="--preset tiny --set cluster.use_gpu=false"
-# RAY_MIN=0.5 GRID=cells:1-3x1-3 FLIP_GRID=cells:1-3x1-3 OUT=/tmp/o bash benchmarks/gpu/run.sh raypath mfu grid
+# RAY_MIN=0.5 GRID=cells:1-3x1-3 FLIP_GRID=cells:1-3x1-3 MFU_BATCH=64 MFU_STEPS=10 OUT=/tmp/o bash benchmarks/gpu/run.sh raypath mfu grid
+# (on a CPU train.compile's default is eager: add --set train.compile=true to RAY_ARGS to rehearse the compiled trial)
 DEV=${DEV:-cuda}
 read -r -a paper_8x2 <<< "${MODEL_ARGS:---preset paper --set model.layers=8 --set model.recurrences=2}"
 read -r -a ray_args <<< "${RAY_ARGS:---preset paper --set cluster.use_gpu=true}"
@@ -96,12 +98,23 @@ for f in sorted(pathlib.Path('/tmp/raypath/fig10_k/tune').glob('*/result.json'))
 
 mfu() {
     local d="$RES/mfu"; mkdir -p "$d"
-    # 30 timed steps of the 8 x 2, eager (plus a profile of where the step's time goes) and compiled
-    timeout "$(cap 150)" $PY benchmarks/train_step.py "${paper_8x2[@]}" --device "$DEV" --micro-batches 1024 \
-        --warmup 5 --steps 30 --profile "$d/profile_eager.txt" > "$d/eager.txt" 2>&1
-    timeout "$(cap 150)" $PY benchmarks/train_step.py "${paper_8x2[@]}" --set train.compile=true --device "$DEV" \
-        --micro-batches 1024 --warmup 10 --steps 30 > "$d/compiled.txt" 2>&1
-    grep -h -A1 "micro_batch" "$d/eager.txt" "$d/compiled.txt"
+    # 30 timed steps of the 8 x 2 (micro-batch MFU_BATCH, default 1024) in bf16 autocast: eager (the
+    # block uncompiled, one-buffer GLU/QKV backward), compiled (the CUDA default since train.compile=null),
+    # and compiled with train.precision=bf16-pure (bf16 working model, fp32 master weights); each with
+    # the torch.profiler kernel table of where its step's time goes. The first compiled run pays the
+    # compilation; the profiled rerun in the same process reuses the graphs.
+    local common=("${paper_8x2[@]}" --device "$DEV" --micro-batches "${MFU_BATCH:-1024}" --steps "${MFU_STEPS:-30}")
+    timeout "$(cap 150)" $PY benchmarks/train_step.py "${common[@]}" --set train.compile=false --warmup 5 \
+        --profile "$d/profile_eager.txt" > "$d/eager.txt" 2>&1
+    timeout "$(cap 200)" $PY benchmarks/train_step.py "${common[@]}" --set train.compile=true --warmup 10 \
+        --profile "$d/profile_compiled.txt" > "$d/compiled.txt" 2>&1
+    timeout "$(cap 200)" $PY benchmarks/train_step.py "${common[@]}" --set train.compile=true \
+        --set train.precision=bf16-pure --warmup 10 --profile "$d/profile_compiled_bf16_pure.txt" \
+        > "$d/compiled_bf16_pure.txt" 2>&1
+    grep -h -A1 "micro_batch" "$d/eager.txt" "$d/compiled.txt" "$d/compiled_bf16_pure.txt"
+    for f in profile_eager profile_compiled profile_compiled_bf16_pure; do  # the heaviest kernels of each
+        echo "-- $f"; head -n 18 "$d/$f.txt" 2>/dev/null | cut -c1-160
+    done
 }
 
 grid() {
