@@ -25,7 +25,9 @@ from abacus_ray.seeds import search_rng
 # expansion builds each config (about a millisecond each): the bound keeps `--dry-run` within seconds.
 MAX_TRIALS = 1_000
 SEARCH_FILE = "search.parquet"  # a search's reports, beside the sweep's results/ (cluster/search.py)
-CLUSTER_FILE = "cluster.parquet"  # where and when each trial ran, beside results/ (cluster/timeline.py)
+# The trial timeline (where and when each trial ran, cluster/timeline.py), beside results/; the file keeps
+# its first name so that results written before read the same.
+TIMELINE_FILE = "cluster.parquet"
 
 
 @dataclass(frozen=True)

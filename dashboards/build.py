@@ -18,7 +18,7 @@ from pathlib import Path
 
 from abacus_ray import storage
 from dashboards.data import load_cells, signature
-from dashboards.site import INDEX, PAPER, index_page, paper_page, sweep_file, sweep_page
+from dashboards.site import INDEX, PAPER, index_page, paper_page, sweep_page, sweep_page_name
 from dashboards.sitedata import SiteData
 
 STATIC = Path(__file__).with_name("static")
@@ -79,7 +79,7 @@ def build_site(results_dir: str | Path, out_dir: str | Path) -> Path:
     source = str(storage.resolve(results_dir))  # the path, or the URI (its query kept, no credentials)
     pages = {INDEX: index_page(data, source), PAPER: paper_page(data)}
     for name in sorted(set(cells["sweep"])):
-        pages[sweep_file(name)] = sweep_page(data, name, stamp)
+        pages[sweep_page_name(name)] = sweep_page(data, name, stamp)
     for name, text in pages.items():
         _write(out / name, text)
     for old in out.glob("sweep-*.html"):  # sweeps that are gone from the results

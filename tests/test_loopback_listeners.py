@@ -76,8 +76,8 @@ def test_ddp_trial_and_grid_evaluation_listen_on_loopback_only(ray_local, tmp_pa
     from abacus_ray.cluster.driver import train_all
     from abacus_ray.cluster.grid_eval import evaluate_on_ray
     from abacus_ray.evaluation.grids import parse_cells
-    from abacus_ray.evaluation.plan import plan_items
     from abacus_ray.evaluation.results import read_cells
+    from abacus_ray.evaluation.work import work_items
     from abacus_ray.sweep import single
 
     trial = {"cluster.workers": 2, "cluster.cpus_per_worker": 0.5, "train.max_steps": 12,
@@ -87,7 +87,7 @@ def test_ddp_trial_and_grid_evaluation_listen_on_loopback_only(ray_local, tmp_pa
     assert len(finished) == 1
     (source, cfg), = finished
     with Sampler() as during_eval:
-        work = plan_items([source], [parse_cells("1-2x1-2")], cfg.eval, tmp_path / "results")
+        work = work_items([source], [parse_cells("1-2x1-2")], cfg.eval, tmp_path / "results")
         evaluate_on_ray(work, cfg.eval, tmp_path / "results", progress=False)
     assert len(read_cells(tmp_path / "results")) == 4
     assert during_training.all and during_eval.all, "the sampler saw no listener at all"

@@ -1,7 +1,7 @@
 """`abacus-ray plan`: the cost of sweeps before they run (abacus_ray/plan.py, abacus_ray/cli/plan.py).
 
 Checked against what the repository measured or computes elsewhere: the budget's own samples
-(`training/budget.plan`), the 20-minute H100 run of the paper 8 x 2 (docs/results.md §5), the
+(`training/budget.budget_terms`), the 20-minute H100 run of the paper 8 x 2 (docs/results.md §5), the
 evaluation-time benchmark on the same H100, a real checkpoint's bytes, and `sweep --dry-run`'s trials.
 """
 
@@ -18,7 +18,7 @@ import torch
 from abacus_ray.cli import main
 from abacus_ray.config import preset
 from abacus_ray.plan import CHECKPOINT_BYTES_PER_PARAM, DEVICES, trial_cost
-from abacus_ray.training.budget import plan
+from abacus_ray.training.budget import budget_terms
 
 PAPER_8X2 = ["model.layers=8", "model.recurrences=2"]
 
@@ -31,7 +31,7 @@ def run_plan(capsys, *argv: str) -> dict:
 def test_a_paper_trial_costs_its_budget_and_the_measured_h100_run_within_5_percent():
     cfg = preset("paper", PAPER_8X2)
     cost = trial_cost(cfg)
-    assert cost.samples == plan(cfg)["samples"] == 70_015_762
+    assert cost.samples == budget_terms(cfg)["samples"] == 70_015_762
     assert cost.a4000_hours == pytest.approx(24.0, rel=1e-6)  # the A4000 prices the budget: 24 of its hours
     # The measured run: 10,051,584 samples in 0.3338 device-hours (20.0 min) on one H100 (docs/results/gpu/train.log).
     per_sample = cost.train_flops / cost.samples

@@ -47,8 +47,8 @@ def test_only_the_loops_metrics_are_tracked():
 def test_evaluation_logs_means_and_the_trials_cells_as_an_artifact(tmp_path):
     from abacus_ray.cluster.tracking import RUN_TAG, log_evaluation
     from abacus_ray.config import preset
-    from abacus_ray.evaluation.plan import Source
     from abacus_ray.evaluation.results import read_cells
+    from abacus_ray.evaluation.work import Source
 
     root = tmp_path / "fig10_k"
     exp = _experiment(root, "fig10_k")

@@ -57,8 +57,8 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.config import EvalConfig
     from abacus_ray.config.dicts import with_overrides
     from abacus_ray.evaluation.grids import resolve_grid_names
-    from abacus_ray.evaluation.plan import Source, plan_items
     from abacus_ray.evaluation.results import done_keys
+    from abacus_ray.evaluation.work import Source, work_items
     from abacus_ray.model.checkpoint import load_checkpoint
 
     grids = resolve_grid_names(tuple(args.grids or DEFAULT_GRIDS))
@@ -73,7 +73,7 @@ def handler(args: argparse.Namespace) -> int:
     done_keys(out)  # a foreign or unreadable results directory is refused here, not after the cluster starts
     for path in models:  # costs one load per model (seconds), small beside scoring it
         load_checkpoint(path, map_location="cpu")
-    work = plan_items([Source(str(m)) for m in models], grids, eval_cfg, out)
+    work = work_items([Source(str(m)) for m in models], grids, eval_cfg, out)
 
     from abacus_ray.cluster import runtime
     from abacus_ray.cluster.grid_eval import evaluate_on_ray

@@ -200,12 +200,12 @@ def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
 
 
 def dry_run(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, trials: list[Trial]) -> int:
-    from abacus_ray.training.budget import plan
+    from abacus_ray.training.budget import budget_terms
 
     print(json.dumps({"sweep": sweep.name, "caption": sweep.caption, "preset": parsed.preset,
                       "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
                       "search": dataclasses.asdict(search) if search else None,
-                      "trials": [{"name": t.name, "params": t.params, "budget": plan(t.config, t.config.cluster.workers),
+                      "trials": [{"name": t.name, "params": t.params, "budget": budget_terms(t.config, t.config.cluster.workers),
                                   "config": t.config.to_dict()} for t in trials]},
                      indent=2))
     return 0

@@ -100,8 +100,8 @@ class Mirror:
         self.inner(metrics)
 
 
-def budget_limits(p: dict) -> list[str]:
-    """A budget plan (`training.budget.plan`) in words, e.g. ["24 A4000-h = 5.6e7 samples", "1000 device-h"]."""
+def budget_in_words(p: dict) -> list[str]:
+    """A budget's terms (`training.budget.budget_terms`) in words, e.g. ["24 A4000-h = 5.6e7 samples", "1000 device-h"]."""
     out = []
     if p["a4000_hours"] is not None:
         out.append(f"{p['a4000_hours']:g} A4000-h = {p['model_flops']:.3g} model FLOPs = {p['samples']:,} samples")
@@ -122,7 +122,7 @@ def handler(args: argparse.Namespace) -> int:
         latest_checkpoint,
         load_checkpoint,
     )
-    from abacus_ray.training.budget import plan
+    from abacus_ray.training.budget import budget_terms
     from abacus_ray.training.loop import check_fits, train
 
     loc = storage.probe(args.out, "--out")  # a directory or an object-store URI, before any training
@@ -146,7 +146,7 @@ def handler(args: argparse.Namespace) -> int:
     device = check_device(args.device)
     check_fits(cfg, device)  # before the first line is printed: a refusal is the only line
     m, t = cfg.model, cfg.task
-    limits = budget_limits(plan(cfg))
+    limits = budget_in_words(budget_terms(cfg))
     print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} {m.positions}, "
           f"on {device}; budget {'; '.join(limits)}"
           + (f"; resuming {latest}" if args.resume else ""), file=sys.stderr, flush=True)

@@ -36,7 +36,7 @@ from abacus_ray.cluster.trial import run_name as trial_run_name
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
-from abacus_ray.evaluation.plan import Source, plan_items
+from abacus_ray.evaluation.work import Source, work_items
 from abacus_ray.model.checkpoint import latest_checkpoint
 from abacus_ray.storage import Location
 from abacus_ray.sweep import Search, Trial
@@ -246,7 +246,7 @@ def _evaluate(name: str, root: Location, finished: list[tuple[Source, Experiment
         for eval_cfg, sources in groups.items():
             for r in eval_recurrences or (None,):
                 cfg_r = dataclasses.replace(eval_cfg, recurrences=r)
-                work = plan_items(sources, resolve_grid_names(eval_cfg.grids), cfg_r, root / "results")
+                work = work_items(sources, resolve_grid_names(eval_cfg.grids), cfg_r, root / "results")
                 report = evaluate_on_ray(work, cfg_r, root / "results")
                 print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
                       f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)

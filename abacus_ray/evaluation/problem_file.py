@@ -31,9 +31,9 @@ from abacus_ray.config import EvalConfig, ExperimentConfig
 from abacus_ray.evaluation.engine import prepare_cell, run_cells
 from abacus_ray.evaluation.errors import cell_errors
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.plan import check_capacity, settings_for
 from abacus_ray.evaluation.regions import region_of
 from abacus_ray.evaluation.results import config_columns
+from abacus_ray.evaluation.work import check_capacity, settings_for
 from abacus_ray.tasks.arithmetic import int_from_text, reversed_answer
 from abacus_ray.tasks.formats import Problem, hinted_problem
 from abacus_ray.tasks.tokenizer import SORT_LABELS, get_tokenizer
