@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 from abacus_ray import storage
@@ -41,18 +38,11 @@ def stamp_of(sig: tuple) -> str:
     return hashlib.sha256(json.dumps(sig).encode()).hexdigest()[:16]
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _copy(src: Path, dst: Path) -> None:
+    """An asset copied into the site unless the copy there is already current."""
     if dst.exists() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
         return
-    tmp = dst.with_name(f".tmp-{uuid.uuid4().hex}-{dst.name}")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+    storage.copy_file(src, dst)
 
 
 def write_assets(out_dir: Path) -> None:
@@ -80,10 +70,9 @@ def build_site(results_dir: str | Path, out_dir: str | Path) -> Path:
     pages = {INDEX: index_page(data, source), PAPER: paper_page(data)}
     for name in sorted(set(cells["sweep"])):
         pages[sweep_page_name(name)] = sweep_page(data, name, stamp)
-    for name, text in pages.items():
-        _write(out / name, text)
+    storage.write_files(out, pages)
     for old in out.glob("sweep-*.html"):  # sweeps that are gone from the results
         if old.name not in pages:
-            old.unlink()
-    _write(out / STAMP, json.dumps({"stamp": stamp, "parts": len(sig)}))
+            storage.delete(old)
+    storage.write_files(out, {STAMP: json.dumps({"stamp": stamp, "parts": len(sig)})})  # last: a served page polls it
     return (out / INDEX).resolve()

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     fig = gantt(storage.read_parquet(args.parquet).to_pandas())
     page = go.Figure(data=fig["traces"], layout=fig["layout"]).to_html(
         include_plotlyjs="cdn" if args.cdn else True, full_html=True)
-    args.out.write_text(page)
+    args.out.write_text(page)  # not run data: a standalone figure for the docs, at a path the user names
     print(args.out)
     return 0
 

@@ -11,7 +11,6 @@ stdout.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -155,7 +154,7 @@ def handler(args: argparse.Namespace) -> int:
                    resume_from=fetch(latest) if args.resume else None)
     if not loc.local:
         report.copy(result.checkpoint)
-        shutil.rmtree(out, ignore_errors=True)
+        storage.delete(out, quiet=True)  # the local staging copy
     print(f"checkpoint: {result.checkpoint if loc.local else loc / Path(result.checkpoint).name}")
     print(f"model_id: {result.model_id}")
     return 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 import warnings
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from typing import Any
 
 from ray.air.integrations.mlflow import MLflowLoggerCallback  # RAY: Tune's MLflow integration
 
+from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import flatten
 
@@ -176,14 +178,11 @@ def log_evaluation(root: Path | str, experiment: str, finished: Sequence[tuple[A
 
 def _log_cells(client, run_id: str, cells) -> None:
     """The trial's cell rows as the run's `cells.parquet` artifact."""
-    import tempfile
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # heavy: only an evaluation that logs to MLflow needs it
 
     with tempfile.TemporaryDirectory(prefix="abacus-mlflow-") as tmp:
         path = Path(tmp) / "cells.parquet"
-        pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), path)
+        storage.write_parquet(path, pa.Table.from_pandas(cells, preserve_index=False))
         client.log_artifact(run_id, str(path))
 
 
