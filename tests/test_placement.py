@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from abacus_ray import storage
 from abacus_ray.cli import error_text
 from abacus_ray.config import preset
 from abacus_ray.sweep import Sweep
@@ -180,7 +181,7 @@ def test_four_trials_share_one_gpu_slot_at_a_quarter_each(ray_local, tmp_path):
                   seeds=4)
     trials = sweep.expand("tiny")
     assert max_concurrency([t.config for t in trials]) == 4
-    finished = train_all("quarter", "tiny", trials, tmp_path / "quarter")
+    finished = train_all("quarter", "tiny", trials, storage.resolve(tmp_path / "quarter"))
     assert len(finished) == 4
     spans = []
     for result in sorted((tmp_path / "quarter" / "tune").glob("*/result.json")):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from abacus_ray import storage
-from abacus_ray.sweep import SEARCH_FILE, Search, Sweep, Trial
+from abacus_ray.sweep import SEARCH_FILE, Search, Sweep, Trial, best_point
 
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"  # the checkout's sweeps/ (editable install)
 _DECLARED: dict[str, Sweep] = {}  # sweeps handed over by a sweep file run as a script
@@ -131,12 +131,10 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     return p
 
 
-def confirmation(sweep: Sweep, args: argparse.Namespace) -> Sweep:
-    """`--confirm`: the search's best finished point (highest last probe) as a plain sweep to retrain."""
-
-    from abacus_ray.sweep import best_point
-
-    path = storage.resolve(args.storage, flag="--storage") / sweep.name / SEARCH_FILE
+def confirmation(sweep: Sweep, args: argparse.Namespace, loc: storage.Location) -> Sweep:
+    """`--confirm`: the search's best finished point (highest last probe) under `loc` (the probed
+    `--storage`) as a plain sweep to retrain."""
+    path = loc / sweep.name / SEARCH_FILE
     if not storage.is_file(path):
         raise FileNotFoundError(2, f"no finished search of {sweep.name} to confirm (run it first)", str(path))
     return sweep.confirmation(args.preset, best_point(storage.read_parquet(path).to_pylist()))
@@ -221,7 +219,7 @@ def handler(args: argparse.Namespace) -> int:
     loc = None
     if getattr(parsed, "confirm", False):
         loc = check_before_ray(parsed)  # a bad URI in one line, before its search is read
-        sweep = confirmation(sweep, parsed)
+        sweep = confirmation(sweep, parsed, loc)
     search = search_of(sweep, parsed)
     trials = expand(sweep, parsed, search)
     loc = loc or check_before_ray(parsed)

@@ -17,7 +17,6 @@ import time
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -33,6 +32,7 @@ from abacus_ray.evaluation.results import KEY, KeyIndex, first_per_key, key_of, 
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.evaluation.work import WorkItems
 from abacus_ray.model.checkpoint import load_checkpoint
+from abacus_ray.storage import Location
 
 # `max_restarts` (below) has no named parameter in Ray 2.60's map_batches, only the deprecated
 # remote-args route, whose warning is not about the user's run.
@@ -162,16 +162,16 @@ def _fresh(block: pa.Table, index: KeyIndex) -> pa.Table:
     return block if len(keep) == block.num_rows else block.take(keep)
 
 
-def evaluate_on_ray(work: WorkItems, eval_cfg: EvalConfig, out_dir: str | Path, *, cpu_actors: int | None = None,
+def evaluate_on_ray(work: WorkItems, eval_cfg: EvalConfig, out_dir: Location, *, cpu_actors: int | None = None,
                     gpu_actors: int | None = None, progress: bool = True) -> GridEvalReport:
     """Score the planned work items (`evaluation.work.work_items`, made before Ray starts, so bad input
-    costs no cluster time) into `out_dir` (Parquet parts).
+    costs no cluster time) into `out_dir` (Parquet parts; a place the command line resolved).
 
     Fault tolerant: if a node is lost mid-run (its actors die, their items fail), the items' cells not
     yet written are run again on the nodes that are left, up to `ATTEMPTS` times; every cell is
     written exactly once.
     """
-    index = KeyIndex(out_dir)  # a local path or a URI: the driver writes every part, one per returned block
+    index = KeyIndex(out_dir)  # the driver writes every part, one per returned block
     t0 = time.monotonic()
     items, n_cells, skipped = work.items, work.cells, work.skipped
     report = GridEvalReport(items=len(items), cells=n_cells, skipped=skipped)

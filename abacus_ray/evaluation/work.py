@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from abacus_ray.config import EvalConfig, ExperimentConfig
@@ -183,9 +182,9 @@ class WorkItems:
 
 
 def work_items(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig,
-               out_dir: str | Path | Location) -> WorkItems:
-    """Work items for the cells whose key is not in `out_dir` (a path or URI) yet; reads configs and ids,
-    no weights; a checkpoint may be a URI (its two small JSON files are read from there).
+               out_dir: Location) -> WorkItems:
+    """Work items for the cells whose key is not in `out_dir` (a resolved results directory) yet; reads
+    configs and ids, no weights; a checkpoint may be a URI (its two small JSON files are read from there).
 
     Runs before any cluster starts, so a bad grid or an overflowing Abacus table costs no cluster time."""
     have = done_keys(out_dir)
