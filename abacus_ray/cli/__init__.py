@@ -1,8 +1,9 @@
 """`abacus-ray` command line: argparse subcommands, one module each under `abacus_ray/cli/`.
 
-The one entry point: `describe`, `train`, `eval`, `eval-all`, `sweep`, `summary`, `dashboard`; the sweep
-files (`python sweeps/NAME.py`) and `make` targets call it too, so every command shares one parser class
-and one error path.
+The one entry point: `describe`, `train`, `eval`, `eval-all`, `import-official`, `sweep`, `plan`,
+`summary`, `dashboard`; the `make` targets call it, and the sweep scripts (`python sweeps/NAME.py`) run
+their sweep through `cli.sweep.main` under the same error path (`guarded`), so every command shares one
+parser class and one error contract.
 
 Every subcommand module exposes `register(subparsers)`, which adds its parser and sets
 `func=handler`. Bad input (a `ValueError` from config validation, a missing file) is printed as one
@@ -16,6 +17,7 @@ import importlib
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -172,22 +174,28 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     return preset(args.preset, args.overrides)
 
 
+def guarded(command: str, run: Callable[[], int | None]) -> int:
+    """Run one command under the error contract: bad input (a ValueError, a missing file) is one line
+    `abacus-ray COMMAND: error: ...` and exit status 2 (ABACUS_RAY_DEBUG=1: the traceback); Ctrl-C is 130."""
+    try:
+        result = run()
+    except (ValueError, CLIError, OSError) as e:
+        if os.environ.get("ABACUS_RAY_DEBUG"):
+            raise
+        print(f"abacus-ray {command}: error: {error_text(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"abacus-ray {command}: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
-    try:
-        result = args.func(args)
-    except (ValueError, CLIError, OSError) as e:
-        if os.environ.get("ABACUS_RAY_DEBUG"):
-            raise
-        print(f"abacus-ray {args.command}: error: {error_text(e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"abacus-ray {args.command}: interrupted", file=sys.stderr)
-        return 130
-    return int(result or 0)
+    return guarded(args.command, lambda: args.func(args))
 
 
 if __name__ == "__main__":
