@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from abacus_ray import storage
+from abacus_ray.storage import Location
 from dashboards.data import load_cells, signature
 from dashboards.site import INDEX, PAPER, index_page, paper_page, sweep_page, sweep_page_name
 from dashboards.sitedata import SiteData
@@ -53,11 +54,11 @@ def write_assets(out_dir: Path) -> None:
         _copy(STATIC / name, assets / name)
 
 
-def build_site(results_dir: str | Path, out_dir: str | Path) -> Path:
+def build_site(results_dir: str | Path | Location, out_dir: str | Path) -> Path:
     """Build (or rebuild) the dashboards of `results_dir` into `out_dir`; returns the index page's path.
 
     `results_dir` may be a results directory, a sweep root holding `results/`, or a storage root with
-    several sweeps (see `data.results_dirs`).
+    several sweeps (`evaluation.places.results_dirs`).
     """
     out = Path(out_dir)
     sig = signature(results_dir)

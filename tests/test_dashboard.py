@@ -15,10 +15,11 @@ import pytest
 from abacus_ray.cli import main as cli_main
 from abacus_ray.config import preset
 from abacus_ray.evaluation.aggregate import wilson_interval
+from abacus_ray.evaluation.places import results_dirs
 from abacus_ray.evaluation.results import config_columns, write_cells
 from dashboards import paper_values
 from dashboards.build import build_site
-from dashboards.data import arch_label, block_label, load_cells, results_dirs, signature
+from dashboards.data import arch_label, block_label, load_cells, signature
 from dashboards.heatmaps import entry_grids, group_grids
 from dashboards.models import count_params, model_info
 from dashboards.sample import synthetic_results
