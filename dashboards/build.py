@@ -26,7 +26,7 @@ STAMP = "stamp.json"
 def plotly_js() -> Path:
     """The minified plotly.js bundled with the `plotly` Python package."""
     try:
-        import plotly
+        import plotly  # heavy and checked: its absence is one line, at build time only
     except ImportError as e:  # pragma: no cover - plotly is a declared dependency
         raise ValueError("plotly: the dashboards need the plotly package (pip install plotly)") from e
     path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"

@@ -105,7 +105,7 @@ def timeline_section(rows: pd.DataFrame | None) -> list[Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m dashboards.timeline CLUSTER_PARQUET OUT_HTML`: the Gantt chart as a standalone page."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # heavy: only the standalone page needs plotly's figure objects
 
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("parquet", help="a sweep's cluster.parquet (a path or an object-store URI)")

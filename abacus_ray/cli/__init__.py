@@ -19,10 +19,11 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
-if TYPE_CHECKING:
-    from abacus_ray.config import ExperimentConfig
+from abacus_ray import storage
+from abacus_ray.config import ExperimentConfig, preset
+from abacus_ray.storage import check_local_dir
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
 COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary", "dashboard")
@@ -101,8 +102,6 @@ def leave_working_dir(directory: Path) -> None:
 def check_output_dir(path: str | Path, flag: str) -> Path:
     """Refuse an output directory that cannot be created or written to, before any work starts (one home:
     `abacus_ray.storage.check_local_dir`; its `StorageError` is one line, exit 2, like every ValueError)."""
-    from abacus_ray.storage import check_local_dir
-
     return check_local_dir(Path(path), flag)
 
 
@@ -110,8 +109,6 @@ def check_readable(targets: list[str], flag: str) -> None:
     """Refuse, in one line and in seconds, an input URI (a checkpoint, a run directory) that cannot be read:
     an unknown scheme, credentials in it, an unreachable endpoint, no such bucket. Local paths are checked
     where they are read."""
-    from abacus_ray import storage
-
     for target in targets:
         if storage.is_uri(target):
             storage.probe(target, flag, write=False)
@@ -119,7 +116,7 @@ def check_readable(targets: list[str], flag: str) -> None:
 
 def check_device(name: str, flag: str = "--device") -> str:
     """`auto` (CUDA if available, else CPU) or a torch device string this machine has."""
-    import torch
+    import torch  # heavy: loaded by the commands that take --device, not at `abacus-ray --help`
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -169,8 +166,6 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str = "tiny") ->
 
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     """The command's config, built once from `--preset` and `--set`."""
-    from abacus_ray.config import preset
-
     return preset(args.preset, args.overrides)
 
 

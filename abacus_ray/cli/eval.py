@@ -19,6 +19,7 @@ from abacus_ray.cli import check_device, check_readable
 from abacus_ray.config.dicts import check_text
 from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
 from abacus_ray.config.train import PRECISIONS
+from abacus_ray.evaluation.grids import resolve_grid, resolve_grid_names
 
 
 def register(subparsers) -> None:
@@ -66,7 +67,7 @@ def register(subparsers) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.evaluation.grids import resolve_grid, resolve_grid_names
+    # heavy: torch (the runner and checkpoints load it), with the command, not at `abacus-ray --help`
     from abacus_ray.evaluation.runner import evaluate
     from abacus_ray.model.checkpoint import read_checkpoint_config, resolve_checkpoint
 
@@ -103,7 +104,7 @@ def handler(args: argparse.Namespace) -> int:
 
 def _problems(args: argparse.Namespace, eval_cfg, device, out: storage.Location) -> int:
     """`--problems FILE`: one checkpoint, one problem file (evaluation/problem_file.py)."""
-    from abacus_ray.evaluation.problem_file import evaluate_problem_file
+    from abacus_ray.evaluation.problem_file import evaluate_problem_file  # heavy: torch, with the command
 
     if len(args.checkpoints) != 1:
         raise ValueError(f"--problems: scores one checkpoint, got {len(args.checkpoints)}")

@@ -74,7 +74,7 @@ def handler(args: argparse.Namespace) -> int:
     hash-checked (a foreign, truncated or wrong-architecture file is refused naming it, not inside an
     evaluator actor), and the work planned (which checks every cell against its model's Abacus table)."""
     from abacus_ray.evaluation.work import Source, work_items  # heavy: torch, not at `abacus-ray --help`
-    from abacus_ray.model.checkpoint import load_checkpoint
+    from abacus_ray.model.checkpoint import load_checkpoint  # torch, as above
 
     grids = resolve_grid_names(tuple(args.grids or DEFAULT_GRIDS))
     overrides = {k: v for k, v in (("per_cell", args.per_cell), ("seed", args.seed)) if v is not None}
@@ -90,8 +90,8 @@ def handler(args: argparse.Namespace) -> int:
         jobs.append((len(models), out, work_items([Source(str(m)) for m in models], grids, eval_cfg, out)))
 
     from abacus_ray.cluster import runtime  # heavy: Ray, only once everything above is checked
-    from abacus_ray.cluster.grid_eval import evaluate_on_ray
-    from abacus_ray.cluster.shared_dir import check_every_node_sees
+    from abacus_ray.cluster.grid_eval import evaluate_on_ray  # Ray, as above
+    from abacus_ray.cluster.shared_dir import check_every_node_sees  # Ray, as above
 
     leave_working_dir(storage.driver_dir(jobs[0][1], "."))  # nothing below depends on the job's working directory
     runtime.init(args.address, num_cpus=args.num_cpus)

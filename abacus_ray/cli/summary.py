@@ -49,14 +49,14 @@ def handler(args: argparse.Namespace) -> int:
     # heavy: pandas, only once the command runs (`abacus-ray --help` imports every command's module)
     import pandas as pd
 
-    from abacus_ray.evaluation.aggregate import (
+    from abacus_ray.evaluation.aggregate import (  # pandas, as above
         diagonal_reach,
         format_table,
         region_means,
         seed_spread,
         summary_table,
     )
-    from abacus_ray.evaluation.offset_reach import conclusion, format_offset_table, offset_table
+    from abacus_ray.evaluation.offset_reach import conclusion, format_offset_table, offset_table  # pandas
 
     cells = read_results(args.results)
     if args.fig10:

@@ -84,8 +84,7 @@ class Mirror:
         self.inner, self.loc = inner, loc
 
     def copy(self, path) -> None:
-        from abacus_ray import storage
-        from abacus_ray.model.checkpoint import list_checkpoints
+        from abacus_ray.model.checkpoint import list_checkpoints  # heavy: torch, with the command
 
         target = self.loc / Path(path).name
         if not storage.exists(target / "meta.json"):
@@ -114,6 +113,7 @@ def budget_in_words(p: dict) -> list[str]:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # heavy: torch (checkpoints, budget and loop load it), with the command, not at `abacus-ray --help`
     from abacus_ray.model.checkpoint import (
         STATE_FILE,
         check_train_state,

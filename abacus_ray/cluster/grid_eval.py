@@ -23,6 +23,7 @@ import pyarrow as pa
 import ray
 import ray.data
 import ray.exceptions
+import torch
 from ray.util.annotations import RayDeprecationWarning
 
 from abacus_ray.cluster.placement import eval_pools
@@ -67,8 +68,6 @@ class CellEvaluator:
     KEEP_MODELS = 2
 
     def __init__(self, pool: str, eval_cfg: EvalConfig):
-        import torch
-
         self.pool = pool
         self.device = torch.device("cuda" if pool == "gpu" and torch.cuda.is_available() else "cpu")
         self.eval_cfg = eval_cfg

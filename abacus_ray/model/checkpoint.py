@@ -38,6 +38,7 @@ from torch import nn
 
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
+from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.model.unsafe import code_it_names, unsafe_file
 from abacus_ray.storage import Location
 
@@ -253,8 +254,6 @@ def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, w
     count is compared first, then the shapes of a meta-device model (no memory), so a mismatch costs
     nothing and a match allocates no more than the weights file already holds.
     """
-    from abacus_ray.model.transformer import ArithmeticTransformer
-
     layers = {k.split(".")[1] for k in weights if k.startswith("layers.") and k.count(".") >= 2}
     if len(layers) != cfg.model.layers:
         raise ValueError(f"{where}: weights hold {len(layers)} layer(s) but config.json has model.layers="
@@ -306,8 +305,6 @@ def load_checkpoint(directory: str | Path | Location, map_location: Any = "cpu")
     (`fetch` copies it here first). The weights' hash must equal meta.json's `model_id`, so silent
     corruption is caught. `Checkpoint.source` is where it was read from (the URI for a remote one).
     """
-    from abacus_ray.model.transformer import ArithmeticTransformer
-
     remote = resolve_checkpoint(directory)
     path = fetch(remote)
     cfg = read_checkpoint_config(path)
