@@ -102,3 +102,14 @@ def test_huge_seeds_are_refused_before_any_expansion():
     assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out
     assert "--seeds: must be in 1..1000, got 1000000000000" in out.stderr
     assert time.monotonic() - t0 < 30  # no sweep was expanded (the whole --all plan takes ~10 s)
+
+
+def test_no_figures_to_plan_is_an_error_not_a_free_reproduction(capsys, monkeypatch):
+    """An installation whose figures are missing must not print "total: 0 trials" and succeed."""
+    from abacus_ray import figures
+
+    monkeypatch.setattr(figures, "names", lambda: ())
+    assert main(["plan", "--all"]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and err.err.strip().splitlines() == [
+        "abacus-ray plan: error: --all: no figures found in abacus_ray.figures (a broken installation?); nothing to plan"]
