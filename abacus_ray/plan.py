@@ -6,7 +6,7 @@ docs/fidelity.md "The budget"): a trial's samples times its FLOPs per sample. Ho
 those FLOPs over the card's dense bf16 peak (vendor data sheets, below) times a model-FLOP
 utilisation (MFU): measured for the H100, stated for the others, `--mfu` overrides. Grid evaluation
 is counted the way `benchmarks/eval_grid_time.py` counts it: teacher-forced tokens per cell
-(`evaluation.plan.cell_cost`) times forward FLOPs per token at the cell's line length, over the same
+(`evaluation.work.cell_cost`) times forward FLOPs per token at the cell's line length, over the same
 peak times the evaluation's utilisation (measured on the H100 at 0.65 of the training MFU, and taken
 to keep that ratio elsewhere). Storage: the checkpoints each trial keeps and the Parquet rows its
 evaluation writes. Pure Python, no Ray; the paper preset's whole reproduction plans in seconds.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import Cell, resolve_grid_names
-from abacus_ray.evaluation.plan import cell_cost, cells_for, token_flops
+from abacus_ray.evaluation.work import cell_cost, cells_for, token_flops
 from abacus_ray.model.memory import meta_model
 from abacus_ray.training.budget import A4000_UTILISATION, sample_flops, sample_limit
 from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size

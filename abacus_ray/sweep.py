@@ -1,7 +1,7 @@
 """A paper figure as a sweep: a preset, fixed overrides, variants x axes x seeds, evaluation grids.
 
-A sweep file in `sweeps/` declares one `Sweep` whose caption is the figure's; `Sweep.expand` turns it
-into `Trial`s once, each holding its fully resolved `ExperimentConfig` (name = the run's name, eval
+A figure's module in `abacus_ray/figures/` (or a sweep file of one's own) declares one `Sweep` whose
+caption is the figure's; `Sweep.expand` turns it into `Trial`s once, each holding its fully resolved `ExperimentConfig` (name = the run's name, eval
 grids = the figure's). Those objects are what `abacus-ray sweep --dry-run` prints, what the Ray layer
 trains (`cluster/driver.py`) and evaluates, and what `sweep.json` records. Pure: no Ray here.
 The `tiny` preset scales a figure down to CPU-minutes while keeping its axes.
@@ -25,7 +25,9 @@ from abacus_ray.seeds import search_rng
 # expansion builds each config (about a millisecond each): the bound keeps `--dry-run` within seconds.
 MAX_TRIALS = 1_000
 SEARCH_FILE = "search.parquet"  # a search's reports, beside the sweep's results/ (cluster/search.py)
-CLUSTER_FILE = "cluster.parquet"  # where and when each trial ran, beside results/ (cluster/timeline.py)
+# The trial timeline (where and when each trial ran, cluster/timeline.py), beside results/; the file keeps
+# its first name so that results written before read the same.
+TIMELINE_FILE = "cluster.parquet"
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class Flag:
 
 @dataclass(frozen=True)
 class Search:
-    """Search the axes instead of training their whole cross product (sweeps/extrapolation_10x.py).
+    """Search the axes instead of training their whole cross product (figures/extrapolation_10x.py).
 
     A random search: `pick` draws `samples` distinct points of the expanded cross product (the points
     of `first` before any random one, then a seeded shuffle), which Tune runs in that order, and Ray

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dashboards.build import build_site
 from dashboards.sample import synthetic_results
-from dashboards.site import sweep_file
+from dashboards.site import sweep_page_name
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -68,7 +68,7 @@ def main() -> int:
             index = build_site(root / "fig10_k", root / "site")
             build = time.perf_counter() - start
             site_mb = sum(f.stat().st_size for f in index.parent.rglob("*") if f.is_file()) / 2**20
-            page = index.parent / sweep_file("fig10_k")
+            page = index.parent / sweep_page_name("fig10_k")
             load = load_seconds(page)
             print(f"{name:28s} {len(models):6d} {len(models) * len(pairs):8d} {build:8.2f} {site_mb:8.2f} "
                   f"{page.stat().st_size / 2**20:8.2f} {'-' if load is None else f'{load:.2f}':>7s}")

@@ -28,8 +28,8 @@ import torch  # noqa: E402
 from abacus_ray.config import preset  # noqa: E402
 from abacus_ray.config.evaluation import EvalConfig  # noqa: E402
 from abacus_ray.evaluation.grids import resolve_grid  # noqa: E402
-from abacus_ray.evaluation.plan import cell_cost, cells_for, unit_tokens, work_units  # noqa: E402
 from abacus_ray.evaluation.runner import score_cells  # noqa: E402
+from abacus_ray.evaluation.work import cell_cost, cells_for, unit_tokens, work_units  # noqa: E402
 from abacus_ray.model import ArithmeticTransformer  # noqa: E402
 from abacus_ray.model.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
 

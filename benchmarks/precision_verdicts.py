@@ -23,8 +23,8 @@ import torch
 from abacus_ray.config.train import PRECISIONS, resolved_precision
 from abacus_ray.evaluation.engine import run_cells
 from abacus_ray.evaluation.grids import resolve_grid_names
-from abacus_ray.evaluation.plan import cells_for
 from abacus_ray.evaluation.runner import prepare
+from abacus_ray.evaluation.work import cells_for
 from abacus_ray.model.checkpoint import load_checkpoint
 
 

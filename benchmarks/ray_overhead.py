@@ -75,13 +75,13 @@ def main() -> int:
     from abacus_ray.cluster.grid_eval import evaluate_on_ray
     from abacus_ray.config.evaluation import EvalConfig
     from abacus_ray.evaluation.grids import parse_cells
-    from abacus_ray.evaluation.plan import Source, plan_items
+    from abacus_ray.evaluation.work import Source, work_items
 
     grid_cells = [parse_cells(args.cells)]
     eval_cfg = EvalConfig(per_cell=args.per_cell)
     times = {}
     for actors in (1, 2):
-        work = plan_items([Source(ckpt)], grid_cells, eval_cfg, tmp / f"eval{actors}")
+        work = work_items([Source(ckpt)], grid_cells, eval_cfg, tmp / f"eval{actors}")
         r = evaluate_on_ray(work, eval_cfg, tmp / f"eval{actors}", cpu_actors=actors, gpu_actors=0, progress=False)
         times[actors] = r.seconds
     runtime.shutdown()

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 from abacus_ray import storage
+from abacus_ray.storage import Location
 from dashboards.data import load_cells, signature
-from dashboards.site import INDEX, PAPER, index_page, paper_page, sweep_file, sweep_page
+from dashboards.site import INDEX, PAPER, index_page, paper_page, sweep_page, sweep_page_name
 from dashboards.sitedata import SiteData
 
 STATIC = Path(__file__).with_name("static")
@@ -28,7 +26,7 @@ STAMP = "stamp.json"
 def plotly_js() -> Path:
     """The minified plotly.js bundled with the `plotly` Python package."""
     try:
-        import plotly
+        import plotly  # heavy and checked: its absence is one line, at build time only
     except ImportError as e:  # pragma: no cover - plotly is a declared dependency
         raise ValueError("plotly: the dashboards need the plotly package (pip install plotly)") from e
     path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
@@ -41,18 +39,11 @@ def stamp_of(sig: tuple) -> str:
     return hashlib.sha256(json.dumps(sig).encode()).hexdigest()[:16]
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _copy(src: Path, dst: Path) -> None:
+    """An asset copied into the site unless the copy there is already current."""
     if dst.exists() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
         return
-    tmp = dst.with_name(f".tmp-{uuid.uuid4().hex}-{dst.name}")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+    storage.copy_file(src, dst)
 
 
 def write_assets(out_dir: Path) -> None:
@@ -63,11 +54,11 @@ def write_assets(out_dir: Path) -> None:
         _copy(STATIC / name, assets / name)
 
 
-def build_site(results_dir: str | Path, out_dir: str | Path) -> Path:
+def build_site(results_dir: str | Path | Location, out_dir: str | Path) -> Path:
     """Build (or rebuild) the dashboards of `results_dir` into `out_dir`; returns the index page's path.
 
     `results_dir` may be a results directory, a sweep root holding `results/`, or a storage root with
-    several sweeps (see `data.results_dirs`).
+    several sweeps (`evaluation.places.results_dirs`).
     """
     out = Path(out_dir)
     sig = signature(results_dir)
@@ -79,11 +70,10 @@ def build_site(results_dir: str | Path, out_dir: str | Path) -> Path:
     source = str(storage.resolve(results_dir))  # the path, or the URI (its query kept, no credentials)
     pages = {INDEX: index_page(data, source), PAPER: paper_page(data)}
     for name in sorted(set(cells["sweep"])):
-        pages[sweep_file(name)] = sweep_page(data, name, stamp)
-    for name, text in pages.items():
-        _write(out / name, text)
+        pages[sweep_page_name(name)] = sweep_page(data, name, stamp)
+    storage.write_files(out, pages)
     for old in out.glob("sweep-*.html"):  # sweeps that are gone from the results
         if old.name not in pages:
-            old.unlink()
-    _write(out / STAMP, json.dumps({"stamp": stamp, "parts": len(sig)}))
+            storage.delete(old)
+    storage.write_files(out, {STAMP: json.dumps({"stamp": stamp, "parts": len(sig)})})  # last: a served page polls it
     return (out / INDEX).resolve()

@@ -1,9 +1,9 @@
 """Reading a results tree for the dashboards: which Parquet directories, which sweep a row belongs to,
 and the labels (architecture, block, run) the paper's figures are drawn by.
 
-A *results tree* is what `abacus-ray dashboard RESULTS` accepts: a results directory itself
-(`part-*.parquet`), a sweep root holding `results/` (what `sweeps/*.py` write), or a storage root
-holding several sweep roots. Every row gets a `sweep` column: the prefix of its `run_id` before the
+A *results tree* is what `abacus-ray dashboard RESULTS` accepts, as every command that reads results
+does (`evaluation.places.results_dirs`): a results directory itself (`part-*.parquet`), a sweep root
+holding `results/`, or a storage root holding several sweep roots. Every row gets a `sweep` column: the prefix of its `run_id` before the
 first '/' (sweep files name runs `fig10_k/max_k=6_seed=0`), else the name of the sweep directory.
 
 An *entry* is one evaluated model under one set of eval settings (`aggregate.MODEL_KEYS`): one
@@ -24,7 +24,8 @@ import pyarrow.fs as pafs
 from abacus_ray import storage
 from abacus_ray.config.model import architecture_name, block_name
 from abacus_ray.evaluation.aggregate import MODEL_KEYS
-from abacus_ray.evaluation.results import PART_GLOB, part_files, read_cells
+from abacus_ray.evaluation.places import results_dirs
+from abacus_ray.evaluation.results import part_files, read_cells
 from abacus_ray.storage import Location
 
 # Config columns that never define a condition: the run's own name and where it ran.
@@ -33,26 +34,7 @@ NOT_CONDITION_PREFIXES = ("cluster.", "train.report_every_s", "train.checkpoint_
 UNNAMED_SWEEP = "results"
 
 
-def results_dirs(path: str | Path | Location) -> list[Location]:
-    """The Parquet results directories under `path` (itself, `path/results`, or `path/*/results`); `path`
-    may be an object-store URI (`abacus_ray.storage`)."""
-    path = storage.resolve(path, flag="RESULTS")
-    if not storage.exists(path):
-        raise FileNotFoundError(f"RESULTS: {path} does not exist")
-    if not storage.is_dir(path):
-        raise NotADirectoryError(f"RESULTS: {path} is not a directory")
-    if part_files(path):
-        return [path]
-    if part_files(path / "results"):
-        return [path / "results"]
-    found = [p / "results" for p in storage.listdir(path) if storage.is_dir(p) and part_files(p / "results")]
-    if not found:
-        raise ValueError(f"RESULTS: {path} holds no abacus-ray results ({PART_GLOB} in it, in results/ or in "
-                         f"*/results/); run a sweep or `abacus-ray eval CHECKPOINT --out {path}` first")
-    return found
-
-
-def signature(path: str | Path) -> tuple:
+def signature(path: str | Path | Location) -> tuple:
     """What changes when an evaluation streams a new part in: (file, size, mtime) of every part."""
     try:
         dirs = results_dirs(path)
@@ -125,7 +107,7 @@ def condition_columns(cells: pd.DataFrame) -> list[str]:
             if c not in NOT_CONDITION and not c.startswith(NOT_CONDITION_PREFIXES)]
 
 
-def load_cells(path: str | Path) -> pd.DataFrame:
+def load_cells(path: str | Path | Location) -> pd.DataFrame:
     """Every cell row under `path`, with `sweep`, `arch`, `block`, `run`, `entry` and `group` columns."""
     frames = []
     for d in results_dirs(path):

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import torch
 
 from abacus_ray import storage
+from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import unflatten
+from abacus_ray.model.transformer import ArithmeticTransformer
 from dashboards.data import clean, config_columns
 
 
@@ -43,8 +46,6 @@ def read_meta(checkpoint: Any) -> dict[str, Any] | None:
 
 def config_from_row(row: dict[str, Any]):
     """The `ExperimentConfig` a cell row was evaluated with, rebuilt from its flattened columns."""
-    from abacus_ray.config import ExperimentConfig
-
     flat = {}
     for k, v in row.items():
         if "." not in k and k not in ("name", "seed"):  # core result columns, not config
@@ -63,10 +64,6 @@ def config_from_row(row: dict[str, Any]):
 def count_params(row: dict[str, Any]) -> int | None:
     """Parameters of the row's model, built on the meta device (no weights allocated); None if impossible."""
     try:
-        import torch
-
-        from abacus_ray.model.transformer import ArithmeticTransformer
-
         cfg = config_from_row(row)
         with torch.device("meta"):
             return int(ArithmeticTransformer.for_experiment(cfg).num_params())

@@ -12,9 +12,22 @@ second sweep directory, so the tree has two sweeps as a storage root does.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
+import torch
+
+from abacus_ray.config import preset
+from abacus_ray.config.evaluation import EvalConfig
+from abacus_ray.evaluation.grids import parse_cells, parse_diagonal
+from abacus_ray.evaluation.regions import region_of
+from abacus_ray.evaluation.results import config_columns, write_cells
+from abacus_ray.evaluation.runner import evaluate
+from abacus_ray.training.loop import train
 
 SQUARE, DIAGONAL = "1-6x1-6", "7-9"
 
@@ -25,14 +38,6 @@ def make_sample(root: str | Path, *, steps: int = 20, per_cell: int = 8, sweep: 
 
     Returns `root` (a storage root: one sweep directory per sweep). Rerunning skips cells already scored.
     """
-    import torch
-
-    from abacus_ray.config import preset
-    from abacus_ray.config.evaluation import EvalConfig
-    from abacus_ray.evaluation.grids import parse_cells, parse_diagonal
-    from abacus_ray.evaluation.runner import evaluate
-    from abacus_ray.training.loop import train
-
     if steps < 1:
         raise ValueError(f"steps: must be >= 1, got {steps}")
     if not run_names:
@@ -68,15 +73,6 @@ def synthetic_results(out_dir: str | Path, models: Sequence[tuple[str, Sequence[
     longer operand beyond the training length; counts are binomial draws, so intervals are real.
     recurrences: the test-time depth the rows claim (default: the model's own).
     """
-    import hashlib
-    import math
-
-    import numpy as np
-
-    from abacus_ray.config import preset
-    from abacus_ray.evaluation.regions import region_of
-    from abacus_ray.evaluation.results import config_columns, write_cells
-
     rng = np.random.default_rng(seed)
     rows = []
     for run_id, overrides in models:

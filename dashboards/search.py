@@ -1,6 +1,6 @@
 """The "Search" view of a sweep page: what a sweep's search tried, what ASHA stopped, the best so far.
 
-A searching sweep (`sweeps/extrapolation_10x.py`) leaves `search.parquet` beside its `results/`
+A searching sweep (`abacus_ray/figures/extrapolation_10x.py`) leaves `search.parquet` beside its `results/`
 (written by `abacus_ray/cluster/search.py`: one row per probe of every trial, with the trial's
 status and swept values). The page draws each trial's probe over optimiser steps (trials
 ASHA stopped dotted), the best probe over the trials tried, and a table of every configuration.

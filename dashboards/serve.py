@@ -17,6 +17,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TextIO
 
+from abacus_ray import storage
+from abacus_ray.storage import Location
 from dashboards.build import build_site
 from dashboards.data import signature
 
@@ -27,8 +29,8 @@ REBUILD_PATHS = ("/", "/stamp.json")
 class LiveSite:
     """A site directory that rebuilds itself from `results` when the Parquet parts changed."""
 
-    def __init__(self, results: str | Path, out_dir: str | Path, log: TextIO | None = None) -> None:
-        self.results, self.out_dir = str(results), Path(out_dir)  # results: a path or an object-store URI
+    def __init__(self, results: str | Path | Location, out_dir: str | Path, log: TextIO | None = None) -> None:
+        self.results, self.out_dir = storage.resolve(results), Path(out_dir)  # resolved once, kept as a Location
         self.log = log or sys.stderr
         self._lock = threading.Lock()
         self._built: tuple | None = None
@@ -70,7 +72,7 @@ def _handler(site: LiveSite):
     return functools.partial(Handler, directory=str(site.out_dir))
 
 
-def make_server(results: str | Path, out_dir: str | Path, port: int = 8765,
+def make_server(results: str | Path | Location, out_dir: str | Path, port: int = 8765,
                 log: TextIO | None = None) -> tuple[ThreadingHTTPServer, LiveSite]:
     """A loopback HTTP server for the live site (port 0: any free port); builds the site once first."""
     if not 0 <= port <= 65535:
@@ -83,7 +85,7 @@ def make_server(results: str | Path, out_dir: str | Path, port: int = 8765,
     return server, site
 
 
-def serve(results: str | Path, out_dir: str | Path, port: int = 8765, log: TextIO | None = None) -> None:
+def serve(results: str | Path | Location, out_dir: str | Path, port: int = 8765, log: TextIO | None = None) -> None:
     """Serve until interrupted."""
     server, _ = make_server(results, out_dir, port, log)
     host, real_port = server.server_address[:2]

@@ -12,19 +12,19 @@ from typing import Any
 
 from dashboards import paper_values
 from dashboards.bars import ARITH_VIEWS, SORT_VIEWS, VIEW_LABELS
-from dashboards.cluster import cluster_section, gantt, load_timeline
 from dashboards.html import Raw, esc, fmt_int, fmt_num, fmt_pct, link, page, table
 from dashboards.payload import group_labels, sweep_payload
 from dashboards.search import load_search, search_payload, search_section
 from dashboards.sitedata import SiteData
 from dashboards.sorting import sorting_table
+from dashboards.timeline import gantt, load_timeline, timeline_section
 
 INDEX, PAPER = "index.html", "paper.html"
 SCRIPTS = ("plotly.min.js", "dashboard.js")
 PAPER_SCRIPTS = ("plotly.min.js", "paper.js")
 
 
-def sweep_file(name: str) -> str:
+def sweep_page_name(name: str) -> str:
     """A file name for a sweep page that no sweep name can turn into a path or markup."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:60] or "sweep"
     if slug != name:
@@ -33,7 +33,7 @@ def sweep_file(name: str) -> str:
 
 
 def nav(data: SiteData) -> list[tuple[str, str]]:
-    return [(INDEX, "Index"), *[(sweep_file(s), s) for s in sorted(set(data.cells["sweep"]))], (PAPER, "Paper vs ours")]
+    return [(INDEX, "Index"), *[(sweep_page_name(s), s) for s in sorted(set(data.cells["sweep"]))], (PAPER, "Paper vs ours")]
 
 
 # --- tables ----------------------------------------------------------------------------------------
@@ -65,7 +65,7 @@ def models_table(data: SiteData, family: str, *, with_sweep: bool = True) -> Raw
     for r in entries.to_dict("records"):
         info = data.infos.get(r["model_id"])
         budget = None if info is None or info.budget_fraction is None else 100 * info.budget_fraction
-        row = ([link(sweep_file(r["sweep"]), r["sweep"])] if with_sweep else []) + [
+        row = ([link(sweep_page_name(r["sweep"]), r["sweep"])] if with_sweep else []) + [
             r["run"], str(r["model_id"])[:12], r["task"], r.get("model.positions"), f"{r['arch']} {r['block']}",
             r.get("model.max_k"), r.get("task.train_max_len"), r.get("seed"), *[r.get(c) for c in variants],
             fmt_int(info.params if info else None), fmt_int(info.step if info else None),
@@ -100,7 +100,7 @@ def groups_table(data: SiteData, family: str, labels: dict[int, str], *, with_sw
             if s["runs"] > 1:
                 text += f" ({s['min']:.1f}–{s['max']:.1f})"
             cells.append(text)
-        rows.append(([link(sweep_file(g["sweep"]), g["sweep"])] if with_sweep else [])
+        rows.append(([link(sweep_page_name(g["sweep"]), g["sweep"])] if with_sweep else [])
                     + [labels.get(gid, str(gid)), g["task"], g.get("recurrences"), runs, *cells])
     start = cols.index("Runs")
     return table(cols, rows, numeric=[False] * start + [True] * (len(cols) - start))
@@ -167,7 +167,7 @@ def index_page(data: SiteData, source: str) -> str:
     for name in sorted(set(data.cells["sweep"])):
         sub = data.cells[data.cells["sweep"] == name]
         presets = sorted({str(p) for p in sub["preset"].dropna()}) if "preset" in sub.columns else []
-        sweeps.append([link(sweep_file(name), name), ", ".join(presets) or "—", sub["model_id"].nunique(),
+        sweeps.append([link(sweep_page_name(name), name), ", ".join(presets) or "—", sub["model_id"].nunique(),
                        sub["entry"].nunique(), sub["group"].nunique(), fmt_int(len(sub)),
                        ", ".join(sorted(set(sub["task"]))), str(sub["evaluated_at"].max() or "—")])
     body = [f"<h1>abacus-ray results</h1><p class=muted>From {esc(source)}: {fmt_int(len(data.cells))} cells of "
@@ -209,7 +209,7 @@ def sweep_page(data: SiteData, name: str, stamp: str) -> str:
             '<div id="lines-controls" class="controls"></div><div id="lines" class="plot"></div></section>',
             '<section><h2>Region means with per-seed points</h2><div id="bars" class="plot"></div></section>']
     body += search_section(reports)
-    body += cluster_section(timeline)
+    body += timeline_section(timeline)
     sort_html = sorting_table(sub, labels)
     if sort_html is not None:
         body += ["<section><h2>Sorting (Tables 1–2)</h2>", sort_html, "</section>"]

@@ -1,27 +1,13 @@
 """Fig. 16 — no loss masking before the equals sign.
 
-"LT, ST and ST w/ II with Abacus, FIRE and NoPE trained on size-20 addition with the loss computed
-on the whole sequence, prompt included (mask_before_equals = False)."
-
-Tiny: the depth-2 trio on size-5 addition, one seed.
+The figure's sweep ships with the package (`abacus_ray/figures/fig16_no_mask.py`); this script runs it:
+`python sweeps/fig16_no_mask.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig16_no_mask [flags]`.
 """
 
 import sys
 
 from abacus_ray.cli.sweep import main
-from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
-from abacus_ray.sweep import Scale, Sweep
-
-SWEEP = Sweep(
-    name="fig16_no_mask",
-    caption=__doc__.splitlines()[0],
-    base={"task.name": "add", "task.train_max_len": 20, "train.mask_before_equals": False},
-    variants=PAPER_ARCHS,
-    axes={"model.positions": EMBEDDINGS},
-    seeds=3,
-    grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)),
-)
+from abacus_ray.figures.fig16_no_mask import SWEEP
 
 if __name__ == "__main__":
     sys.exit(main(SWEEP))

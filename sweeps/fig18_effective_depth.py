@@ -1,29 +1,13 @@
 """Fig. 18 — other effective depths.
 
-"Left: effective depth 8 — LT 1 x 8, ST 8 x 1 and ST w/ II 8 x 1 with Abacus, FIRE and NoPE.
-Right: larger effective depths, labelled 1x32, 4x8 and 8x8" (read as layers x recurrences; the
-labels' orientation is an open question, docs/official-code.md §11.9). Size-20 addition.
-
-Tiny: the depth-2 trio on size-5 addition, Abacus only, one seed.
+The figure's sweep ships with the package (`abacus_ray/figures/fig18_effective_depth.py`); this script runs it:
+`python sweeps/fig18_effective_depth.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig18_effective_depth [flags]`.
 """
 
 import sys
 
 from abacus_ray.cli.sweep import main
-from abacus_ray.config.model import EMBEDDINGS, TINY_ARCHS, looped, standard, standard_ii
-from abacus_ray.sweep import Scale, Sweep
-
-SWEEP = Sweep(
-    name="fig18_effective_depth",
-    caption=__doc__.splitlines()[0],
-    base={"task.name": "add", "task.train_max_len": 20},
-    variants=[looped(1, 8), standard(8), standard_ii(8), looped(1, 32), looped(4, 8), looped(8, 8)],
-    axes={"model.positions": EMBEDDINGS},
-    seeds=3,
-    grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, axes={"model.positions": ["abacus"]},
-               seeds=1, grids=("tiny-addition",)),
-)
+from abacus_ray.figures.fig18_effective_depth import SWEEP
 
 if __name__ == "__main__":
     sys.exit(main(SWEEP))

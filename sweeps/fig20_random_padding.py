@@ -1,29 +1,13 @@
 """Fig. 20 — random padding of the training data.
 
-"LT, ST and ST w/ II with Abacus, FIRE and NoPE trained on size-20 addition with pad tokens inserted
-at random positions." The paper does not give the probability (docs/official-code.md §11.2); `--pad-p` sets it
-(default 0.1; each extra pad 10x less likely). Evaluation prompts carry no pads.
-
-Tiny: the depth-2 trio on size-5 addition, one seed.
+The figure's sweep ships with the package (`abacus_ray/figures/fig20_random_padding.py`); this script runs it:
+`python sweeps/fig20_random_padding.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig20_random_padding [flags]`.
 """
 
 import sys
 
 from abacus_ray.cli.sweep import main
-from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
-from abacus_ray.sweep import Flag, Scale, Sweep
-
-SWEEP = Sweep(
-    name="fig20_random_padding",
-    caption=__doc__.splitlines()[0],
-    base={"task.name": "add", "task.train_max_len": 20, "task.pad_p": 0.1},
-    variants=PAPER_ARCHS,
-    axes={"model.positions": EMBEDDINGS},
-    seeds=3,
-    grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)),
-    flags=(Flag("--pad-p", "task.pad_p", "probability of a pad before each character"),),
-)
+from abacus_ray.figures.fig20_random_padding import SWEEP
 
 if __name__ == "__main__":
     sys.exit(main(SWEEP))

@@ -1,30 +1,13 @@
 """Fig. 3 — Abacus, FIRE and NoPE embeddings across architectures.
 
-"Left: mean exact match accuracy of three models of depth sixteen on size-20 addition, OOD and 100+
-OOD: standard transformer (ST), standard transformer with input injection (ST w/ II) and looped
-transformer (LT, 1 x 16), each with Abacus, FIRE and NoPE embeddings." The right panel (size-40 data,
-FIRE and NoPE only) is `--set task.train_max_len=40 --positions fire,nope`.
-
-Tiny: depth 2 (ST 2 x 1, ST w/ II 2 x 1, LT 1 x 2) on size-5 addition, one seed.
+The figure's sweep ships with the package (`abacus_ray/figures/fig3_embeddings.py`); this script runs it:
+`python sweeps/fig3_embeddings.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig3_embeddings [flags]`.
 """
 
 import sys
 
 from abacus_ray.cli.sweep import main
-from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
-from abacus_ray.sweep import Flag, Scale, Sweep
-
-SWEEP = Sweep(
-    name="fig3_embeddings",
-    caption=__doc__.splitlines()[0],
-    base={"task.name": "add", "task.train_max_len": 20},
-    variants=PAPER_ARCHS,
-    axes={"model.positions": EMBEDDINGS},
-    seeds=3,
-    grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)),
-    flags=(Flag("--positions", "model.positions", "position embeddings to compare"),),
-)
+from abacus_ray.figures.fig3_embeddings import SWEEP
 
 if __name__ == "__main__":
     sys.exit(main(SWEEP))

@@ -1,27 +1,13 @@
 """Fig. 5 — addition and subtraction in one model.
 
-"8 x 2 looped transformers with Abacus embeddings trained on a mix of size-20 addition and
-subtraction; accuracy on the i = j diagonal for + and -, mean of 3 runs." The mix is 1:1 per sample
-(the paper's file sizes are unknown, docs/official-code.md §11.1).
-
-Tiny: a 2-layer model on size-5 +/- problems, one seed.
+The figure's sweep ships with the package (`abacus_ray/figures/fig5_add_sub.py`); this script runs it:
+`python sweeps/fig5_add_sub.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig5_add_sub [flags]`.
 """
 
 import sys
 
 from abacus_ray.cli.sweep import main
-from abacus_ray.config.model import looped
-from abacus_ray.sweep import Scale, Sweep
-
-SWEEP = Sweep(
-    name="fig5_add_sub",
-    caption=__doc__.splitlines()[0],
-    base={"task.name": "addsub", "task.train_max_len": 20, "model.positions": "abacus", **looped(8, 2)},
-    seeds=3,
-    grids=("diagonal:1-120",),
-    tiny=Scale(overrides={"task.train_max_len": 5, "model.layers": 2, "model.recurrences": 1}, seeds=1,
-               grids=("diagonal:1-20",)),
-)
+from abacus_ray.figures.fig5_add_sub import SWEEP
 
 if __name__ == "__main__":
     sys.exit(main(SWEEP))

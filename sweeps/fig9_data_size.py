@@ -1,28 +1,13 @@
 """Fig. 9 — the effect of training data size.
 
-"Mean exact match accuracy of LT (1 x 16), ST and ST w/ II with Abacus, FIRE and NoPE embeddings
-trained on addition of size 10, 20, 30 and 40 (Figs. 12-13 show their heatmaps)."
-
-Tiny: size 3, 5 and 8, depth-2 architectures, Abacus only, one seed.
+The figure's sweep ships with the package (`abacus_ray/figures/fig9_data_size.py`); this script runs it:
+`python sweeps/fig9_data_size.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig9_data_size [flags]`.
 """
 
 import sys
 
 from abacus_ray.cli.sweep import main
-from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
-from abacus_ray.sweep import Scale, Sweep
-
-SWEEP = Sweep(
-    name="fig9_data_size",
-    caption=__doc__.splitlines()[0],
-    base={"task.name": "add"},
-    variants=PAPER_ARCHS,
-    axes={"task.train_max_len": [10, 20, 30, 40], "model.positions": EMBEDDINGS},
-    seeds=3,
-    grids=("paper-addition",),
-    tiny=Scale(variants=TINY_ARCHS, axes={"task.train_max_len": [3, 5, 8], "model.positions": ["abacus"]},
-               seeds=1, grids=("tiny-addition",)),
-)
+from abacus_ray.figures.fig9_data_size import SWEEP
 
 if __name__ == "__main__":
     sys.exit(main(SWEEP))

@@ -15,15 +15,16 @@ import pytest
 from abacus_ray.cli import main as cli_main
 from abacus_ray.config import preset
 from abacus_ray.evaluation.aggregate import wilson_interval
+from abacus_ray.evaluation.places import results_dirs
 from abacus_ray.evaluation.results import config_columns, write_cells
 from dashboards import paper_values
 from dashboards.build import build_site
-from dashboards.data import arch_label, block_label, load_cells, results_dirs, signature
+from dashboards.data import arch_label, block_label, load_cells, signature
 from dashboards.heatmaps import entry_grids, group_grids
 from dashboards.models import count_params, model_info
 from dashboards.sample import synthetic_results
 from dashboards.serve import make_server
-from dashboards.site import sweep_file
+from dashboards.site import sweep_page_name
 from dashboards.sitedata import SiteData
 
 SQUARE = [(i, j) for i in range(1, 7) for j in range(1, 7)]
@@ -237,14 +238,14 @@ def test_site_is_offline_and_escapes_hostile_names(tmp_path):
                          '<script type="application/json" id="dashboard-data">') for s in scripts), scripts
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;&lt;b&gt;bold&lt;/b&gt;" in index.read_text()
     assert "&lt;img src=x onerror=alert(1)&gt;" in index.read_text()
-    hostile_page = site / sweep_file(HOSTILE_SWEEP)
+    hostile_page = site / sweep_page_name(HOSTILE_SWEEP)
     block = re.search(r'id="dashboard-data">(.*?)</script>', hostile_page.read_text(), re.S).group(1)
     assert json.loads(block)["entries"][0]["run"] == f"{HOSTILE_SWEEP}/{HOSTILE}"
     assert (site / "assets" / "plotly.min.js").stat().st_size > 1_000_000
 
 
 def test_sweep_file_names_are_safe_and_distinct():
-    names = {sweep_file(n) for n in ("fig10_k", "../x", "a/b", "a_b", HOSTILE)}
+    names = {sweep_page_name(n) for n in ("fig10_k", "../x", "a/b", "a_b", HOSTILE)}
     assert len(names) == 5 and "sweep-fig10_k.html" in names
     assert all(re.fullmatch(r"sweep-[A-Za-z0-9_.-]+\.html", n) for n in names)
 

@@ -21,7 +21,7 @@ import pytest
 from abacus_ray.evaluation.results import read_cells
 from dashboards.build import build_site
 from dashboards.sample import make_sample
-from dashboards.site import sweep_file
+from dashboards.site import sweep_page_name
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 pytestmark = pytest.mark.slow  # a real browser on a trained sample: `make test`, not `make test-fast`
@@ -95,7 +95,7 @@ def heatmap_title(page) -> str:
 def test_every_page_loads_clean(site, browser):
     root, out = site
     pages = sorted(out.glob("*.html"))
-    assert {p.name for p in pages} == {"index.html", "paper.html", sweep_file("sample"), sweep_file(SWEEP)}
+    assert {p.name for p in pages} == {"index.html", "paper.html", sweep_page_name("sample"), sweep_page_name(SWEEP)}
     for path in pages:
         w = Watched(browser)
         w.open(path)
@@ -129,7 +129,7 @@ def test_sweep_page_plots_selectors_and_hover(site, browser):
     root, out = site
     cells = read_cells(root / "sample" / "results")
     w = Watched(browser)
-    seconds = w.open(out / sweep_file("sample"))
+    seconds = w.open(out / sweep_page_name("sample"))
     page = w.page
 
     # Every plot rendered; the heatmap has one labelled cell per evaluated cell (square 36 + diagonal 3).
@@ -215,7 +215,7 @@ def test_search_view_shows_the_tried_the_stopped_and_the_best(site, browser, tmp
     finally:
         path.as_path().unlink()
     w = Watched(browser)
-    w.open(out / sweep_file("sample"))
+    w.open(out / sweep_page_name("sample"))
     w.clean()
     page = w.page
     assert page.evaluate("document.querySelectorAll('#search .scatterlayer .trace').length") == 3

@@ -9,9 +9,9 @@ import torch
 from abacus_ray.config import preset
 from abacus_ray.config.evaluation import EvalConfig
 from abacus_ray.evaluation.grids import Cell, parse_cells
-from abacus_ray.evaluation.plan import check_capacity
 from abacus_ray.evaluation.results import KEY, read_cells, read_samples
 from abacus_ray.evaluation.runner import evaluate, score_cells
+from abacus_ray.evaluation.work import check_capacity
 from abacus_ray.model import ArithmeticTransformer
 from abacus_ray.model.cache import KVCache
 from abacus_ray.model.checkpoint import save_checkpoint

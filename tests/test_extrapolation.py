@@ -15,7 +15,7 @@ from abacus_ray.evaluation.results import read_cells
 from abacus_ray.model.positions import OffsetDraw, balanced_offset_weights
 from abacus_ray.seeds import micro_batch_generator
 from abacus_ray.sweep import Search, best_point
-from dashboards.site import sweep_file
+from dashboards.site import sweep_page_name
 
 
 def _coverage(weights, longest):
@@ -122,7 +122,7 @@ def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
     cells = read_cells(root / "results")
     assert set(cells["run_id"]) == finished and len(cells) == 8 * len(finished)
     assert "stopped early by ASHA" in capsys.readouterr().err
-    page = (root / "dashboard" / sweep_file("extrapolation_10x")).read_text()
+    page = (root / "dashboard" / sweep_page_name("extrapolation_10x")).read_text()
     assert "4 configurations tried" in page and page.count("layers=") >= 4  # the search view and its table
     assert main(["sweep", "extrapolation_10x", *flags, "--confirm", "--dry-run"]) == 0
     out = json.loads(capsys.readouterr().out)

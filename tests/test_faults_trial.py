@@ -93,6 +93,7 @@ def sessions(reports: list[dict]) -> list[list[dict]]:
 
 
 def test_killed_train_worker_resumes_from_its_last_checkpoint(ray_local, tmp_path):
+    from abacus_ray import storage
     from abacus_ray.cluster.driver import train_all
     from abacus_ray.model.checkpoint import load_weights_file
     from abacus_ray.sweep import single
@@ -102,7 +103,8 @@ def test_killed_train_worker_resumes_from_its_last_checkpoint(ray_local, tmp_pat
     killer.start()
     t0 = time.monotonic()
     try:
-        sources = [src for src, _ in train_all("fault", "tiny", single("fault", "tiny", TRIAL_OVERRIDES), root)]
+        sources = [src for src, _ in train_all("fault", "tiny", single("fault", "tiny", TRIAL_OVERRIDES),
+                                                   storage.resolve(root))]
     finally:
         killer.stop.set()
         killer.join()

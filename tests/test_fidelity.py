@@ -18,13 +18,13 @@ from abacus_ray.config.evaluation import EvalConfig
 from abacus_ray.evaluation.decoding import match
 from abacus_ray.evaluation.engine import prepare_cell, run_cells
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.plan import settings_for
 from abacus_ray.evaluation.runner import score_cells
+from abacus_ray.evaluation.work import settings_for
 from abacus_ray.tasks.evalsets import eval_problems
 from abacus_ray.tasks.stream import TrainStream
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS, get_tokenizer
 from abacus_ray.training import budget as budget_module
-from abacus_ray.training.budget import A4000_HOUR_FLOPS, plan, sample_flops
+from abacus_ray.training.budget import A4000_HOUR_FLOPS, budget_terms, sample_flops
 from tests.test_eval_runner import FlawedOracle, true_answer
 
 HINT_TOK = get_tokenizer("index")
@@ -171,8 +171,8 @@ def test_every_paper_sweep_budget_is_the_papers_compute_for_its_figure():
             assert tc.budget_a4000_hours in expected.get(t.config.task.name, {24.0}), t.name
     mul = load_sweep("fig6_multiplication").expand("paper")[0].config
     assert mul.cluster.workers == 8
-    one = plan(mul.with_overrides({"cluster.workers": 1}), 1)
-    eight = plan(mul, 8)
+    one = budget_terms(mul.with_overrides({"cluster.workers": 1}), 1)
+    eight = budget_terms(mul, 8)
     assert eight["samples"] == one["samples"]  # eight workers train what one would, not an eighth
     assert eight["model_flops"] == pytest.approx(192 * A4000_HOUR_FLOPS, rel=1e-6)
 
@@ -204,7 +204,7 @@ def _a4000_config(samples: int, **extra):
 def test_a4000_budget_trains_the_same_samples_steps_and_weights_on_fast_and_slow_hardware(monkeypatch):
     from abacus_ray.training.loop import train
     cfg = _a4000_config(400)
-    expected = plan(cfg)
+    expected = budget_terms(cfg)
     assert 390 <= expected["samples"] <= 400 and expected["optimizer_steps"] > 1
     fast = train(cfg)
     clock = iter(range(0, 10**9, 3600))  # every clock reading an hour later: a very slow device

@@ -73,21 +73,22 @@ def test_census_sees_an_exposed_listener():
 
 def test_ddp_trial_and_grid_evaluation_listen_on_loopback_only(ray_local, tmp_path):
     """A 2-worker gloo DDP TorchTrainer trial (c10d rendezvous included) and Ray Data evaluation."""
+    from abacus_ray import storage
     from abacus_ray.cluster.driver import train_all
     from abacus_ray.cluster.grid_eval import evaluate_on_ray
     from abacus_ray.evaluation.grids import parse_cells
-    from abacus_ray.evaluation.plan import plan_items
     from abacus_ray.evaluation.results import read_cells
+    from abacus_ray.evaluation.work import work_items
     from abacus_ray.sweep import single
 
     trial = {"cluster.workers": 2, "cluster.cpus_per_worker": 0.5, "train.max_steps": 12,
              "train.budget_hours": 100.0}
     with Sampler() as during_training:
-        finished = train_all("net", "tiny", single("net", "tiny", trial), tmp_path)
+        finished = train_all("net", "tiny", single("net", "tiny", trial), storage.resolve(tmp_path))
     assert len(finished) == 1
     (source, cfg), = finished
     with Sampler() as during_eval:
-        work = plan_items([source], [parse_cells("1-2x1-2")], cfg.eval, tmp_path / "results")
+        work = work_items([source], [parse_cells("1-2x1-2")], cfg.eval, tmp_path / "results")
         evaluate_on_ray(work, cfg.eval, tmp_path / "results", progress=False)
     assert len(read_cells(tmp_path / "results")) == 4
     assert during_training.all and during_eval.all, "the sampler saw no listener at all"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from abacus_ray import storage
 from abacus_ray.cli import error_text
 from abacus_ray.config import preset
 from abacus_ray.sweep import Sweep
@@ -87,15 +88,15 @@ def test_eval_pools_count_whole_cpus_and_gpus_node_by_node():
 
 
 def _items(preset_name: str, overrides: list[str], grid: str, per_cell: int = 100) -> list[dict]:
-    """Work items as the planner makes them (evaluation.plan), for a model of this preset on this grid."""
-    from abacus_ray.evaluation import plan
+    """Work items as the planner makes them (evaluation.work), for a model of this preset on this grid."""
+    from abacus_ray.evaluation import work
     from abacus_ray.evaluation.grids import resolve_grid_names
 
     c = preset(preset_name, overrides)
-    cells = sorted(plan.cells_for(c, resolve_grid_names([grid])), key=lambda cell: plan.cell_cost(cell, per_cell))
-    flops = plan.token_flops(c, c.model.test_recurrences)
-    return [{"i": [x.i for x in u], "flops": plan.forward_flops(u, per_cell, flops)}
-            for u in plan.work_units(cells, per_cell, plan.ITEM_TOKENS, plan.ITEM_CELLS)]
+    cells = sorted(work.cells_for(c, resolve_grid_names([grid])), key=lambda cell: work.cell_cost(cell, per_cell))
+    flops = work.token_flops(c, c.model.test_recurrences)
+    return [{"i": [x.i for x in u], "flops": work.forward_flops(u, per_cell, flops)}
+            for u in work.work_units(cells, per_cell, work.ITEM_TOKENS, work.ITEM_CELLS)]
 
 
 def test_grid_evaluation_gives_cpu_actors_only_what_they_finish_well_before_the_gpus():
@@ -180,7 +181,7 @@ def test_four_trials_share_one_gpu_slot_at_a_quarter_each(ray_local, tmp_path):
                   seeds=4)
     trials = sweep.expand("tiny")
     assert max_concurrency([t.config for t in trials]) == 4
-    finished = train_all("quarter", "tiny", trials, tmp_path / "quarter")
+    finished = train_all("quarter", "tiny", trials, storage.resolve(tmp_path / "quarter"))
     assert len(finished) == 4
     spans = []
     for result in sorted((tmp_path / "quarter" / "tune").glob("*/result.json")):

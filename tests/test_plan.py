@@ -1,7 +1,7 @@
 """`abacus-ray plan`: the cost of sweeps before they run (abacus_ray/plan.py, abacus_ray/cli/plan.py).
 
 Checked against what the repository measured or computes elsewhere: the budget's own samples
-(`training/budget.plan`), the 20-minute H100 run of the paper 8 x 2 (docs/results.md §5), the
+(`training/budget.budget_terms`), the 20-minute H100 run of the paper 8 x 2 (docs/results.md §5), the
 evaluation-time benchmark on the same H100, a real checkpoint's bytes, and `sweep --dry-run`'s trials.
 """
 
@@ -18,7 +18,7 @@ import torch
 from abacus_ray.cli import main
 from abacus_ray.config import preset
 from abacus_ray.plan import CHECKPOINT_BYTES_PER_PARAM, DEVICES, trial_cost
-from abacus_ray.training.budget import plan
+from abacus_ray.training.budget import budget_terms
 
 PAPER_8X2 = ["model.layers=8", "model.recurrences=2"]
 
@@ -31,7 +31,7 @@ def run_plan(capsys, *argv: str) -> dict:
 def test_a_paper_trial_costs_its_budget_and_the_measured_h100_run_within_5_percent():
     cfg = preset("paper", PAPER_8X2)
     cost = trial_cost(cfg)
-    assert cost.samples == plan(cfg)["samples"] == 70_015_762
+    assert cost.samples == budget_terms(cfg)["samples"] == 70_015_762
     assert cost.a4000_hours == pytest.approx(24.0, rel=1e-6)  # the A4000 prices the budget: 24 of its hours
     # The measured run: 10,051,584 samples in 0.3338 device-hours (20.0 min) on one H100 (docs/results/gpu/train.log).
     per_sample = cost.train_flops / cost.samples
@@ -102,3 +102,14 @@ def test_huge_seeds_are_refused_before_any_expansion():
     assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out
     assert "--seeds: must be in 1..1000, got 1000000000000" in out.stderr
     assert time.monotonic() - t0 < 30  # no sweep was expanded (the whole --all plan takes ~10 s)
+
+
+def test_no_figures_to_plan_is_an_error_not_a_free_reproduction(capsys, monkeypatch):
+    """An installation whose figures are missing must not print "total: 0 trials" and succeed."""
+    from abacus_ray import figures
+
+    monkeypatch.setattr(figures, "names", lambda: ())
+    assert main(["plan", "--all"]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and err.err.strip().splitlines() == [
+        "abacus-ray plan: error: --all: no figures found in abacus_ray.figures (a broken installation?); nothing to plan"]

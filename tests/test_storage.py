@@ -164,7 +164,8 @@ def _raw_keys(out) -> Counter:
 @pytest.mark.slow  # `abacus-ray eval` processes
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_two_concurrent_evals_leave_each_key_once(where, ckpt, tmp_path, request):
-    out = str(tmp_path / "res") if where == "local" else request.getfixturevalue("s3_env").uri(f"two-{os.getpid()}")
+    sweep = str(tmp_path / "sweep") if where == "local" else request.getfixturevalue("s3_env").uri(f"two-{os.getpid()}")
+    out = f"{sweep}/results"
     procs = [_eval(ckpt, out), _eval(ckpt, out)]
     results = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], results
@@ -174,6 +175,8 @@ def test_two_concurrent_evals_leave_each_key_once(where, ckpt, tmp_path, request
     assert set(raw) == {tuple(r) for r in cells[list(KEY)].itertuples(index=False)}
     assert sum(raw.values()) < 2 * 36, raw  # the second writer followed the first instead of doubling it
     code, text, _ = run(["summary", out])
+    assert code == 0 and " 36" in text.splitlines()[-1]
+    code, text, _ = run(["summary", sweep])  # the results' sweep root (a prefix on S3): found one folder down
     assert code == 0 and " 36" in text.splitlines()[-1]
 
 

@@ -85,3 +85,14 @@ def test_sweep_by_path_and_unknown_name(capsys, tmp_path, no_ray):
     assert main(["sweep", "fig99"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("abacus-ray sweep: error: NAME: no sweep named 'fig99'") and "fig10_k" in err
+
+
+def test_every_sweep_script_runs_the_figure_the_package_ships():
+    """sweeps/NAME.py is a thin script: the sweep it declares is the package's own figure, found by name."""
+    from abacus_ray import figures
+
+    assert set(figures.names()) == set(SWEEPS)
+    for name in SWEEPS:
+        by_path = load_sweep(str(Path(__file__).resolve().parents[1] / "sweeps" / f"{name}.py"))
+        assert by_path is figures.figure(name) is load_sweep(name)
+    assert figures.figure("fig99") is None

@@ -47,8 +47,8 @@ def test_only_the_loops_metrics_are_tracked():
 def test_evaluation_logs_means_and_the_trials_cells_as_an_artifact(tmp_path):
     from abacus_ray.cluster.tracking import RUN_TAG, log_evaluation
     from abacus_ray.config import preset
-    from abacus_ray.evaluation.plan import Source
     from abacus_ray.evaluation.results import read_cells
+    from abacus_ray.evaluation.work import Source
 
     root = tmp_path / "fig10_k"
     exp = _experiment(root, "fig10_k")
@@ -132,6 +132,7 @@ class TrialKiller(threading.Thread):
 @pytest.mark.slow
 @pytest.mark.cost(40)
 def test_a_trial_killed_on_every_attempt_fails_alone_and_its_run_ends_failed(ray_local, tmp_path):
+    from abacus_ray import storage
     from abacus_ray.cli.sweep import load_sweep
     from abacus_ray.cluster.driver import MAX_TRIAL_FAILURES, train_all
 
@@ -142,7 +143,7 @@ def test_a_trial_killed_on_every_attempt_fails_alone_and_its_run_ends_failed(ray
     killer.start()
     failures: dict[str, str] = {}
     try:
-        finished = train_all("fig10_k", "tiny", trials, tmp_path / "fig10_k", failures=failures)
+        finished = train_all("fig10_k", "tiny", trials, storage.resolve(tmp_path / "fig10_k"), failures=failures)
     finally:
         killer.stop.set()
         killer.join()

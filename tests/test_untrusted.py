@@ -414,10 +414,10 @@ def test_hostile_strings_stay_text_in_a_browser(tmp_path):
 
     assert Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM}: run `make browser-deps`"
     from dashboards.build import build_site
-    from dashboards.site import sweep_file
+    from dashboards.site import sweep_page_name
 
     site = build_site(_results_tree(tmp_path / "hostile", lambda a: a), tmp_path / "site").parent
-    page_path = site / sweep_file(HOSTILE["attr"])
+    page_path = site / sweep_page_name(HOSTILE["attr"])
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync"]
     with playwright_api.sync_playwright() as p:

@@ -1,8 +1,9 @@
 """`abacus-ray` command line: argparse subcommands, one module each under `abacus_ray/cli/`.
 
-The one entry point: `describe`, `train`, `eval`, `eval-all`, `sweep`, `summary`, `dashboard`; the sweep
-files (`python sweeps/NAME.py`) and `make` targets call it too, so every command shares one parser class
-and one error path.
+The one entry point: `describe`, `train`, `eval`, `eval-all`, `import-official`, `sweep`, `plan`,
+`summary`, `dashboard`; the `make` targets call it, and the sweep scripts (`python sweeps/NAME.py`) run
+their sweep through `cli.sweep.main` under the same error path (`guarded`), so every command shares one
+parser class and one error contract.
 
 Every subcommand module exposes `register(subparsers)`, which adds its parser and sets
 `func=handler`. Bad input (a `ValueError` from config validation, a missing file) is printed as one
@@ -16,11 +17,13 @@ import importlib
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
-if TYPE_CHECKING:
-    from abacus_ray.config import ExperimentConfig
+from abacus_ray import storage
+from abacus_ray.config import ExperimentConfig, preset
+from abacus_ray.storage import check_local_dir
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
 COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary", "dashboard")
@@ -99,8 +102,6 @@ def leave_working_dir(directory: Path) -> None:
 def check_output_dir(path: str | Path, flag: str) -> Path:
     """Refuse an output directory that cannot be created or written to, before any work starts (one home:
     `abacus_ray.storage.check_local_dir`; its `StorageError` is one line, exit 2, like every ValueError)."""
-    from abacus_ray.storage import check_local_dir
-
     return check_local_dir(Path(path), flag)
 
 
@@ -108,8 +109,6 @@ def check_readable(targets: list[str], flag: str) -> None:
     """Refuse, in one line and in seconds, an input URI (a checkpoint, a run directory) that cannot be read:
     an unknown scheme, credentials in it, an unreachable endpoint, no such bucket. Local paths are checked
     where they are read."""
-    from abacus_ray import storage
-
     for target in targets:
         if storage.is_uri(target):
             storage.probe(target, flag, write=False)
@@ -117,7 +116,7 @@ def check_readable(targets: list[str], flag: str) -> None:
 
 def check_device(name: str, flag: str = "--device") -> str:
     """`auto` (CUDA if available, else CPU) or a torch device string this machine has."""
-    import torch
+    import torch  # heavy: loaded by the commands that take --device, not at `abacus-ray --help`
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -167,9 +166,23 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str = "tiny") ->
 
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     """The command's config, built once from `--preset` and `--set`."""
-    from abacus_ray.config import preset
-
     return preset(args.preset, args.overrides)
+
+
+def guarded(command: str, run: Callable[[], int | None]) -> int:
+    """Run one command under the error contract: bad input (a ValueError, a missing file) is one line
+    `abacus-ray COMMAND: error: ...` and exit status 2 (ABACUS_RAY_DEBUG=1: the traceback); Ctrl-C is 130."""
+    try:
+        result = run()
+    except (ValueError, CLIError, OSError) as e:
+        if os.environ.get("ABACUS_RAY_DEBUG"):
+            raise
+        print(f"abacus-ray {command}: error: {error_text(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"abacus-ray {command}: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,17 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
-    try:
-        result = args.func(args)
-    except (ValueError, CLIError, OSError) as e:
-        if os.environ.get("ABACUS_RAY_DEBUG"):
-            raise
-        print(f"abacus-ray {args.command}: error: {error_text(e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"abacus-ray {args.command}: interrupted", file=sys.stderr)
-        return 130
-    return int(result or 0)
+    return guarded(args.command, lambda: args.func(args))
 
 
 if __name__ == "__main__":

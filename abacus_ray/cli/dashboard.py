@@ -11,13 +11,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from abacus_ray import storage
 
-def default_out(results: str) -> Path:
+
+def default_out(loc: storage.Location) -> Path:
     """`dashboard/` beside a results directory, or inside a sweep or storage root; for an object-store
     URI, a directory on this machine (`storage.driver_dir`), printed."""
-    from abacus_ray import storage
-
-    loc = storage.resolve(results, flag="RESULTS")
     root = loc.parent if loc.name == "results" else loc
     return storage.driver_dir(root, "dashboard")
 
@@ -36,10 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray import storage
-    from dashboards.build import build_site
+    from dashboards.build import build_site  # heavy: pandas and plotly, not at `abacus-ray --help`
 
-    results = storage.probe(args.results, "RESULTS", write=False) if storage.is_uri(args.results) else args.results
+    results = storage.probe(args.results, "RESULTS", write=False)  # resolved once (a URI probed: one line, seconds)
     target = storage.probe(args.out, "--out") if args.out and storage.is_uri(args.out) else None
     if target is not None and not target.local:  # built here, then copied up
         if args.serve:
@@ -49,10 +47,10 @@ def handler(args: argparse.Namespace) -> int:
             storage.upload(tmp, target)
         print(target / "index.html")
         return 0
-    out = storage.check_local_dir(Path(target.path if target else args.out or default_out(str(args.results))),
+    out = storage.check_local_dir(Path(target.path if target else args.out or default_out(results)),
                                   "--out")
     if args.serve:
-        from dashboards.serve import serve
+        from dashboards.serve import serve  # heavy: pandas and plotly, as above
 
         try:
             serve(results, out, port=args.port)

@@ -10,6 +10,7 @@ import argparse
 import json
 
 from abacus_ray.cli import add_config_args, check_readable, config_from_args
+from abacus_ray.config.dicts import flatten
 
 
 def register(subparsers) -> None:
@@ -27,9 +28,9 @@ def register(subparsers) -> None:
 
 def build_meta_model(cfg):
     """The experiment's model on the meta device (shapes only, no memory)."""
-    import torch
+    import torch  # heavy: loaded with the command, not at `abacus-ray --help`
 
-    from abacus_ray.model.transformer import ArithmeticTransformer
+    from abacus_ray.model.transformer import ArithmeticTransformer  # torch, as above
 
     with torch.device("meta"):
         return ArithmeticTransformer.for_experiment(cfg)
@@ -46,11 +47,9 @@ def param_groups(model) -> dict[str, int]:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.config.dicts import flatten
-
     meta = {}
     if args.checkpoint is not None:  # a checkpoint's own config; `import-official` records its source in meta
-        from abacus_ray.model.checkpoint import (
+        from abacus_ray.model.checkpoint import (  # heavy: torch, not at `abacus-ray --help`
             META_FILE,
             read_checkpoint_config,
             read_json,

@@ -19,6 +19,7 @@ from abacus_ray.cli import check_device, check_readable
 from abacus_ray.config.dicts import check_text
 from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
 from abacus_ray.config.train import PRECISIONS
+from abacus_ray.evaluation.grids import resolve_grid, resolve_grid_names
 
 
 def register(subparsers) -> None:
@@ -66,7 +67,7 @@ def register(subparsers) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.evaluation.grids import resolve_grid, resolve_grid_names
+    # heavy: torch (the runner and checkpoints load it), with the command, not at `abacus-ray --help`
     from abacus_ray.evaluation.runner import evaluate
     from abacus_ray.model.checkpoint import read_checkpoint_config, resolve_checkpoint
 
@@ -74,7 +75,7 @@ def handler(args: argparse.Namespace) -> int:
     if args.run_id is not None:
         check_text(args.run_id, "--run-id")
     check_readable(args.checkpoints, "CHECKPOINT")
-    storage.probe(args.out, "--out")  # a path or URI, refused in one line before any model is loaded or scored
+    out = storage.probe(args.out, "--out")  # resolved here once: refused in one line before any model is loaded
     first = read_checkpoint_config(resolve_checkpoint(args.checkpoints[0]))
     overrides = {"per_cell": args.per_cell, "seed": args.seed, "engine": args.engine,
                  "recurrences": args.recurrences, "precision": args.precision, "token_budget": args.token_budget,
@@ -82,7 +83,7 @@ def handler(args: argparse.Namespace) -> int:
     # through the first config, so values are checked (and named, e.g. eval.per_cell) as `--set` values are
     eval_cfg = first.with_overrides({f"eval.{k}": v for k, v in overrides.items() if v is not None}).eval
     if args.problems is not None:
-        return _problems(args, eval_cfg, device)
+        return _problems(args, eval_cfg, device, out)
     if args.grid is not None or args.cells is not None or args.diagonal is not None:  # '' is a bad spec, not none
         grids = [resolve_grid(grid=args.grid, cells=args.cells, diagonal_spec=args.diagonal)]
     else:  # the checkpoint's own eval.grids
@@ -91,7 +92,7 @@ def handler(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise ValueError(f"eval.grids of {args.checkpoints[0]}: {str(e).removeprefix('--grid: ')}; pass --grid, "
                              "--cells or --diagonal") from None
-    report = evaluate(args.checkpoints, grids, eval_cfg, args.out, device=device, samples=args.samples,
+    report = evaluate(args.checkpoints, grids, eval_cfg, out, device=device, samples=args.samples,
                       progress=not args.quiet, run_id=args.run_id, flush_every_s=args.flush_every_s,
                       flush_every_cells=args.flush_every_cells)
     done = sum(report.evaluated.values())
@@ -101,13 +102,13 @@ def handler(args: argparse.Namespace) -> int:
     return 0
 
 
-def _problems(args: argparse.Namespace, eval_cfg, device) -> int:
+def _problems(args: argparse.Namespace, eval_cfg, device, out: storage.Location) -> int:
     """`--problems FILE`: one checkpoint, one problem file (evaluation/problem_file.py)."""
-    from abacus_ray.evaluation.problem_file import evaluate_problem_file
+    from abacus_ray.evaluation.problem_file import evaluate_problem_file  # heavy: torch, with the command
 
     if len(args.checkpoints) != 1:
         raise ValueError(f"--problems: scores one checkpoint, got {len(args.checkpoints)}")
-    n, correct, part = evaluate_problem_file(args.checkpoints[0], args.problems, eval_cfg, args.out, device=device,
+    n, correct, part = evaluate_problem_file(args.checkpoints[0], args.problems, eval_cfg, out, device=device,
                                              run_id=args.run_id)
     if part is None:
         print(f"{args.problems} is already scored on this model in {args.out}")

@@ -17,6 +17,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from abacus_ray import storage
+from abacus_ray.config.dicts import check_text
 from abacus_ray.config.task import TASKS
 
 
@@ -37,8 +39,7 @@ def register(subparsers) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray import storage
-    from abacus_ray.config.dicts import check_text
+    # heavy: torch (these model modules load it), with the command, not at `abacus-ray --help`
     from abacus_ray.model.checkpoint import META_FILE, checkpoint_name, save_checkpoint
     from abacus_ray.model.official_files import load_official
     from abacus_ray.model.transformer import ArithmeticTransformer

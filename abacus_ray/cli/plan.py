@@ -1,6 +1,6 @@
 """`abacus-ray plan [NAME ...] [--all] [flags]`: what a reproduction costs before it starts.
 
-For one or more sweeps of `sweeps/` (or `--all`: every figure and table), expanded exactly as
+For one or more sweeps (figures by name, or sweep files; `--all`: every figure and table), expanded exactly as
 `abacus-ray sweep NAME --preset P --seeds N --set K=V` would expand them: the trials, their training
 budget in A4000-hours, device-hours of training and device-minutes of grid evaluation on named GPUs
 (peak dense bf16 from the vendors' data sheets times a model-FLOP utilisation, `--mfu` to override),
@@ -16,6 +16,9 @@ import argparse
 import json
 from collections import Counter
 
+from abacus_ray import figures
+from abacus_ray.cli import CLIError, parse_args
+from abacus_ray.cli.sweep import build_parser, expand, load_sweep, search_of
 from abacus_ray.plan import (
     DEVICES,
     MAX_SEEDS,
@@ -30,8 +33,8 @@ from abacus_ray.plan import (
 def register(subparsers) -> None:
     p = subparsers.add_parser("plan", help="what sweeps cost before they run: trials, GPU-hours, storage, money",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sweeps", nargs="*", metavar="NAME", help="sweeps of sweeps/ (e.g. fig10_k) or sweep files")
-    p.add_argument("--all", action="store_true", help="every sweep of sweeps/ (each figure and table)")
+    p.add_argument("sweeps", nargs="*", metavar="NAME", help="figures' sweeps (e.g. fig10_k) or sweep files")
+    p.add_argument("--all", action="store_true", help="every figure's and table's sweep (abacus_ray/figures/)")
     p.add_argument("--preset", choices=["tiny", "paper"], default="paper",
                    help="the sweeps' preset (default paper: the scale a cluster runs)")
     p.add_argument("--seeds", type=int, default=None,
@@ -52,9 +55,6 @@ def register(subparsers) -> None:
 def sweep_plan(name: str, args: argparse.Namespace) -> SweepPlan:
     """One sweep's plan, through the sweep command's own parser and expansion (cli/sweep.py). Seeds do
     not change a trial's cost, so a plain sweep is expanded with one seed and each point counted N times."""
-    from abacus_ray.cli import CLIError, parse_args
-    from abacus_ray.cli.sweep import build_parser, expand, load_sweep, search_of
-
     sweep = load_sweep(name)
     argv = ["--preset", args.preset, *(f"--set={s}" for s in args.overrides)]
     parsed = parse_args(build_parser(sweep), argv + (["--seeds", str(args.seeds)] if args.seeds else []))
@@ -106,9 +106,6 @@ def total_line(summary: dict) -> str:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.cli import CLIError
-    from abacus_ray.cli.sweep import available
-
     if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:  # before any expansion
         raise CLIError(f"--seeds: must be in 1..{MAX_SEEDS}, got {args.seeds}")
     if args.all == bool(args.sweeps):
@@ -118,7 +115,9 @@ def handler(args: argparse.Namespace) -> int:
         raise CLIError("--price: give GPU=USD_PER_HOUR, e.g. --price H100=2.5")
     mfu = parse_per_gpu(args.mfu, "--mfu", devices, low=0.01, high=1.0)
     price = parse_per_gpu(args.price, "--price", devices, low=0.0, high=1e4)
-    names = available() if args.all else list(dict.fromkeys(args.sweeps))
+    names = list(figures.names()) if args.all else list(dict.fromkeys(args.sweeps))
+    if not names:  # a total over nothing would read as a free reproduction
+        raise CLIError("--all: no figures found in abacus_ray.figures (a broken installation?); nothing to plan")
     summary = summarise([sweep_plan(n, args) for n in names], devices, mfu, price)
     if args.json:
         print(json.dumps(summary, indent=2))

@@ -1,4 +1,4 @@
-"""`abacus-ray summary`: region means per model from a results directory, as a table.
+"""`abacus-ray summary`: region means per model from results, as a table.
 
     abacus-ray summary RESULTS [--label COL ...] [--seeds] [--diagonal]
     abacus-ray summary RESULTS --fig10
@@ -6,18 +6,24 @@
 Each row is one model under one set of eval settings; columns are the paper's views in percent
 (+ - x OR: id, ood, ood100plus; sorting: id, ood_digits_30, ood_array_30, all_ood_30, all_ood_20),
 each the mean of per-cell exact-match accuracies (docs/official-code.md §7.7). `--seeds` groups models that differ
-only in their training seed and prints the mean and spread over seeds instead.
+only in their training seed and prints the mean and spread over seeds instead. RESULTS is a results
+directory, a sweep root (holding `results/`) or a storage root holding several sweeps, as for `dashboard`.
 """
 
 from __future__ import annotations
 
 import argparse
 
+import pyarrow as pa
+
+from abacus_ray.evaluation.places import results_dirs
+from abacus_ray.evaluation.results import read_cells_table
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("summary", help="print region means per model from an eval results directory",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results", metavar="RESULTS", help="results directory written by `abacus-ray eval`: a path or an object-store URI (s3://, gs://)")
+    p.add_argument("results", metavar="RESULTS", help="results directory, sweep root or storage root: a path or an object-store URI (s3://, gs://)")
     p.add_argument("--label", action="append", default=None, metavar="COL",
                    help="config column to show per model (repeatable; default: name, model.positions)")
     p.add_argument("--seeds", action="store_true",
@@ -32,25 +38,28 @@ def register(subparsers) -> None:
     p.set_defaults(func=handler)
 
 
+def read_results(target: str):
+    """Every cell row under RESULTS (one results directory or several sweeps') as one DataFrame."""
+    # a bad URI is refused naming RESULTS, in seconds; a place that holds no results is named itself
+    tables = [read_cells_table(d) for d in results_dirs(target, flag="")]
+    return pa.concat_tables(tables, promote_options="permissive").to_pandas()
+
+
 def handler(args: argparse.Namespace) -> int:
+    # heavy: pandas, only once the command runs (`abacus-ray --help` imports every command's module)
     import pandas as pd
 
-    from abacus_ray import storage
-    from abacus_ray.evaluation.aggregate import (
+    from abacus_ray.evaluation.aggregate import (  # pandas, as above
         diagonal_reach,
         format_table,
         region_means,
         seed_spread,
         summary_table,
     )
-    from abacus_ray.evaluation.results import read_cells
+    from abacus_ray.evaluation.offset_reach import conclusion, format_offset_table, offset_table  # pandas
 
-    if storage.is_uri(args.results):  # a bad URI, endpoint or credentials in one line, in seconds
-        storage.probe(args.results, "RESULTS", write=False)
-    cells = read_cells(args.results)
+    cells = read_results(args.results)
     if args.fig10:
-        from abacus_ray.evaluation.offset_reach import conclusion, format_offset_table, offset_table
-
         table = offset_table(cells)
         print(format_offset_table(table))
         print(conclusion(cells, table))

@@ -1,10 +1,11 @@
 """`abacus-ray sweep NAME [flags]`: one paper figure's sweep, trained through Tune + Train on Ray,
 evaluated through Ray Data into Parquet, then drawn as dashboards.
 
-NAME is a sweep file of `sweeps/` (`fig10_k`) or a path to one. `python sweeps/fig10_k.py [flags]`
-(also under `ray job submit`) is the same command. `--dry-run` prints the expanded trials, each with
-its full resolved config, and starts nothing: check a sweep here before spending GPU-hours on it (it
-checks what the real run checks before Ray starts, `--storage` probed included). Every flag is
+NAME is a figure (`fig10_k`: its sweep ships in `abacus_ray/figures/`) or the path of a sweep file.
+`python sweeps/fig10_k.py [flags]` (also under `ray job submit`) is the same command. `--dry-run`
+prints the expanded trials, each with its full resolved config, and starts nothing: check a sweep here
+before spending GPU-hours on it (it checks what the real run checks before Ray starts, `--storage`
+probed included). Every flag is
 validated before Ray is imported or started: bad input costs no cluster time.
 """
 
@@ -19,32 +20,38 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from abacus_ray import storage
-from abacus_ray.sweep import SEARCH_FILE, Search, Sweep, Trial
-
-REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"  # the checkout's sweeps/ (editable install)
-_DECLARED: dict[str, Sweep] = {}  # sweeps handed over by a sweep file run as a script
-
-
-def sweep_dirs() -> list[Path]:
-    """Where sweep names are looked up: ./sweeps, then the checkout's own sweeps/."""
-    return list(dict.fromkeys(d for d in (Path.cwd() / "sweeps", REPO_SWEEPS) if d.is_dir()))
+from abacus_ray import figures, storage
+from abacus_ray.cli import ArgumentParser, check_num_cpus, guarded, leave_working_dir, one_line, parse_args
+from abacus_ray.config.dicts import parse_set
+from abacus_ray.evaluation.grids import resolve_grid_names
+from abacus_ray.sweep import SEARCH_FILE, Search, Sweep, Trial, best_point
+from abacus_ray.training.budget import budget_terms
 
 
 def available() -> list[str]:
-    return sorted({p.stem for d in sweep_dirs() for p in d.glob("*.py") if not p.name.startswith("_")})
+    """The sweep names `abacus-ray sweep NAME` takes: every figure, and the sweep files in ./sweeps."""
+    own = Path.cwd() / "sweeps"
+    files = {p.stem for p in own.glob("*.py") if not p.name.startswith("_")} if own.is_dir() else set()
+    return sorted(set(figures.names()) | files)
+
+
+def _names_a_file(name: str) -> bool:
+    return name.endswith(".py") or "/" in name or storage.is_uri(name)
 
 
 def load_sweep(name: str) -> Sweep:
-    """The `SWEEP` declared by sweep file `name` (a name in `sweeps/` or a path to a .py file, or file://)."""
-    if name in _DECLARED:
-        return _DECLARED[name]
-    if name.endswith(".py") or "/" in name or storage.is_uri(name) or Path(name).exists():
+    """The sweep `name` names: a figure (`fig10_k`, from `abacus_ray.figures`), or a sweep file, a Python
+    file declaring `SWEEP = Sweep(...)`: a path or file:// URI, or NAME.py in ./sweeps (the user's own)."""
+    sweep = None if _names_a_file(name) else figures.figure(name)
+    if sweep is not None:
+        return sweep
+    if _names_a_file(name) or Path(name).exists():
         path = storage.local_path(name, "NAME", "a sweep file")
     else:
-        path = next((d / f"{name}.py" for d in sweep_dirs() if (d / f"{name}.py").is_file()), Path(f"{name}.py"))
+        path = Path.cwd() / "sweeps" / f"{name}.py"
         if not path.is_file():
-            raise ValueError(f"NAME: no sweep named {name!r}; choose one of {', '.join(available()) or '(none found)'}")
+            raise ValueError(f"NAME: no sweep named {name!r}; choose one of {', '.join(available())} or give the "
+                             "path of a sweep file")
     if not path.is_file():
         raise storage.not_a_file(path, "no such sweep file", "a sweep file")
     if path.suffix != ".py":
@@ -59,8 +66,6 @@ def load_sweep(name: str) -> Sweep:
 def _run_sweep_file(path: Path) -> object:
     """Run a sweep file (it is code, like a Makefile) for its module; one that does not run is one line
     naming the file (and the line of a syntax error), not a traceback."""
-    from abacus_ray.cli import one_line
-
     spec = importlib.util.spec_from_file_location(f"abacus_ray_sweep_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -76,14 +81,12 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("sweep", help="run one paper figure's sweep: train, evaluate, dashboards",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                               epilog=f"sweeps: {', '.join(available())}")
-    p.add_argument("sweep", metavar="NAME", help="a sweep of sweeps/ (e.g. fig10_k) or the path of a sweep file")
+    p.add_argument("sweep", metavar="NAME", help="a figure's sweep (e.g. fig10_k) or the path of a sweep file")
     p.add_argument("flags", nargs=argparse.REMAINDER, help="the sweep's flags; see abacus-ray sweep NAME --help")
     p.set_defaults(func=handler)
 
 
 def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
-    from abacus_ray.cli import ArgumentParser  # one-line usage errors, exit status 2
-
     p = ArgumentParser(prog=f"abacus-ray sweep {sweep.name}", description=sweep.caption)
     p.add_argument("--preset", choices=["tiny", "paper"], default="tiny",
                    help="tiny: CPU-minutes per model on a laptop; paper: the paper's setting (GPU cluster)")
@@ -131,12 +134,10 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     return p
 
 
-def confirmation(sweep: Sweep, args: argparse.Namespace) -> Sweep:
-    """`--confirm`: the search's best finished point (highest last probe) as a plain sweep to retrain."""
-
-    from abacus_ray.sweep import best_point
-
-    path = storage.resolve(args.storage, flag="--storage") / sweep.name / SEARCH_FILE
+def confirmation(sweep: Sweep, args: argparse.Namespace, loc: storage.Location) -> Sweep:
+    """`--confirm`: the search's best finished point (highest last probe) under `loc` (the probed
+    `--storage`) as a plain sweep to retrain."""
+    path = loc / sweep.name / SEARCH_FILE
     if not storage.is_file(path):
         raise FileNotFoundError(2, f"no finished search of {sweep.name} to confirm (run it first)", str(path))
     return sweep.confirmation(args.preset, best_point(storage.read_parquet(path).to_pylist()))
@@ -153,9 +154,6 @@ def search_of(sweep: Sweep, args: argparse.Namespace) -> Search | None:
 
 def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None) -> list[Trial]:
     """The sweep's trials under the parsed flags (validated; no Ray): a search's picked points in order."""
-    from abacus_ray.config.dicts import parse_set
-    from abacus_ray.evaluation.grids import resolve_grid_names
-
     overrides: dict[str, Any] = dict(parse_set(s) for s in args.overrides)
     if args.budget_hours is not None:
         overrides["train.budget_hours"] = args.budget_hours
@@ -188,8 +186,6 @@ def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
     probed (a small write, list and delete), so that a dry run passes only where the run could start.
     The memory check of an embedded Ray's trials is the real run's alone (a dry run on a laptop may
     well describe a cluster's sweep)."""
-    from abacus_ray.cli import check_num_cpus
-
     check_num_cpus(parsed.num_cpus)
     if parsed.tracking == "wandb" and importlib.util.find_spec("wandb") is None:
         raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)")
@@ -200,38 +196,45 @@ def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
 
 
 def dry_run(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, trials: list[Trial]) -> int:
-    from abacus_ray.training.budget import plan
-
     print(json.dumps({"sweep": sweep.name, "caption": sweep.caption, "preset": parsed.preset,
                       "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
                       "search": dataclasses.asdict(search) if search else None,
-                      "trials": [{"name": t.name, "params": t.params, "budget": plan(t.config, t.config.cluster.workers),
+                      "trials": [{"name": t.name, "params": t.params, "budget": budget_terms(t.config, t.config.cluster.workers),
                                   "config": t.config.to_dict()} for t in trials]},
                      indent=2))
     return 0
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.cli import leave_working_dir, parse_args
+    return run(load_sweep(args.sweep), args.flags)
 
-    sweep = load_sweep(args.sweep)
-    parsed = parse_args(build_parser(sweep), args.flags)
+
+def run(sweep: Sweep, argv: list[str]) -> int:
+    """Parse the sweep's flags, check everything a run needs (before Ray), then print the dry run or
+    train, evaluate and draw the sweep."""
+    parsed = parse_args(build_parser(sweep), argv)
     if isinstance(parsed, int):  # --help (0) or a one-line usage error (2)
         return parsed
     loc = None
     if getattr(parsed, "confirm", False):
         loc = check_before_ray(parsed)  # a bad URI in one line, before its search is read
-        sweep = confirmation(sweep, parsed)
+        sweep = confirmation(sweep, parsed, loc)
     search = search_of(sweep, parsed)
     trials = expand(sweep, parsed, search)
     loc = loc or check_before_ray(parsed)
     if parsed.dry_run:
         return dry_run(sweep, parsed, search, trials)
     if parsed.address is None and not os.environ.get("RAY_ADDRESS"):  # the embedded Ray: trials train here
-        from abacus_ray.training.loop import check_fits_here
+        from abacus_ray.training.loop import check_fits_here  # heavy: torch, only for a run that trains here
 
         check_fits_here([t.config for t in trials])
-    from abacus_ray.cluster.driver import failure_line, run_sweep
+    return run_on_ray(sweep, parsed, search, trials, loc)
+
+
+def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, trials: list[Trial],
+               loc: storage.Location) -> int:
+    """Train and evaluate the trials on Ray under `loc` (the probed `--storage`), then build the dashboard."""
+    from abacus_ray.cluster.driver import failure_line, run_sweep  # heavy: Ray, only once a sweep really runs
 
     local = storage.driver_dir(loc, sweep.name)  # the sweep's directory, or this machine's for a bucket
     leave_working_dir(local)
@@ -245,7 +248,7 @@ def handler(args: argparse.Namespace) -> int:
                      eval_recurrences=sweep.eval_recurrences_for(parsed.preset), tracking=parsed.tracking,
                      search=search, failures=failures, tracking_home=home)
     if not parsed.no_dashboard and storage.is_dir(root / "results"):
-        from dashboards.build import build_site
+        from dashboards.build import build_site  # heavy: pandas and plotly, only for a finished sweep
 
         print(f"{sweep.name}: dashboard {build_site(root / 'results', local / 'dashboard')}", file=sys.stderr)
     print(f"{sweep.name}: results in {root}")
@@ -256,8 +259,6 @@ def handler(args: argparse.Namespace) -> int:
 
 
 def main(sweep: Sweep, argv: list[str] | None = None) -> int:
-    """`python sweeps/NAME.py [flags]`: the same path as `abacus-ray sweep NAME [flags]`."""
-    from abacus_ray.cli import main as cli_main
-
-    _DECLARED[sweep.name] = sweep
-    return cli_main(["sweep", sweep.name, *(sys.argv[1:] if argv is None else argv)])
+    """`python sweeps/NAME.py [flags]`: run `sweep` itself, under the command line's error contract (one
+    line, exit 2), exactly as `abacus-ray sweep NAME [flags]` runs it."""
+    return guarded("sweep", lambda: run(sweep, sys.argv[1:] if argv is None else argv))

@@ -11,7 +11,6 @@ stdout.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -85,8 +84,7 @@ class Mirror:
         self.inner, self.loc = inner, loc
 
     def copy(self, path) -> None:
-        from abacus_ray import storage
-        from abacus_ray.model.checkpoint import list_checkpoints
+        from abacus_ray.model.checkpoint import list_checkpoints  # heavy: torch, with the command
 
         target = self.loc / Path(path).name
         if not storage.exists(target / "meta.json"):
@@ -100,8 +98,8 @@ class Mirror:
         self.inner(metrics)
 
 
-def budget_limits(p: dict) -> list[str]:
-    """A budget plan (`training.budget.plan`) in words, e.g. ["24 A4000-h = 5.6e7 samples", "1000 device-h"]."""
+def budget_in_words(p: dict) -> list[str]:
+    """A budget's terms (`training.budget.budget_terms`) in words, e.g. ["24 A4000-h = 5.6e7 samples", "1000 device-h"]."""
     out = []
     if p["a4000_hours"] is not None:
         out.append(f"{p['a4000_hours']:g} A4000-h = {p['model_flops']:.3g} model FLOPs = {p['samples']:,} samples")
@@ -115,6 +113,7 @@ def budget_limits(p: dict) -> list[str]:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # heavy: torch (checkpoints, budget and loop load it), with the command, not at `abacus-ray --help`
     from abacus_ray.model.checkpoint import (
         STATE_FILE,
         check_train_state,
@@ -122,7 +121,7 @@ def handler(args: argparse.Namespace) -> int:
         latest_checkpoint,
         load_checkpoint,
     )
-    from abacus_ray.training.budget import plan
+    from abacus_ray.training.budget import budget_terms
     from abacus_ray.training.loop import check_fits, train
 
     loc = storage.probe(args.out, "--out")  # a directory or an object-store URI, before any training
@@ -146,7 +145,7 @@ def handler(args: argparse.Namespace) -> int:
     device = check_device(args.device)
     check_fits(cfg, device)  # before the first line is printed: a refusal is the only line
     m, t = cfg.model, cfg.task
-    limits = budget_limits(plan(cfg))
+    limits = budget_in_words(budget_terms(cfg))
     print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} {m.positions}, "
           f"on {device}; budget {'; '.join(limits)}"
           + (f"; resuming {latest}" if args.resume else ""), file=sys.stderr, flush=True)
@@ -155,7 +154,7 @@ def handler(args: argparse.Namespace) -> int:
                    resume_from=fetch(latest) if args.resume else None)
     if not loc.local:
         report.copy(result.checkpoint)
-        shutil.rmtree(out, ignore_errors=True)
+        storage.delete(out, quiet=True)  # the local staging copy
     print(f"checkpoint: {result.checkpoint if loc.local else loc / Path(result.checkpoint).name}")
     print(f"model_id: {result.model_id}")
     return 0

@@ -36,7 +36,7 @@ from abacus_ray.cluster.trial import run_name as trial_run_name
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import resolve_grid_names
-from abacus_ray.evaluation.plan import Source, plan_items
+from abacus_ray.evaluation.work import Source, work_items
 from abacus_ray.model.checkpoint import latest_checkpoint
 from abacus_ray.storage import Location
 from abacus_ray.sweep import Search, Trial
@@ -155,7 +155,7 @@ def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]
     return finished, failed, {k: v for k, v in errors.items() if k in failed}
 
 
-def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location | Path,
+def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
               tracking: str = "mlflow", search: Search | None = None,
               failures: dict[str, str] | None = None,
               tracking_home: Path | str | None = None) -> list[tuple[Source, ExperimentConfig]]:
@@ -169,7 +169,6 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     directory, or a server's URI), by default `root` on a local disk.
     """
     by_name = {t.name: t.config for t in trials}
-    root = storage_module.resolve(root)  # callers (the tests) may hand a plain Path
     home = tracking_home or root.as_path()
     limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
     _check_same_sweep(root, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
@@ -205,7 +204,7 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     return list(finished.values())
 
 
-def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Location | str | Path,
+def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Location,
               address: str | None = None, evaluate: bool = True, num_cpus: int | None = None,
               eval_recurrences: tuple[int, ...] = (), tracking: str = "mlflow", search: Search | None = None,
               failures: dict[str, str] | None = None, tracking_home: Path | str | None = None) -> Location:
@@ -217,7 +216,7 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
     Trials that failed (and an evaluation stopped by lost actors) go into `failures` when given (the
     caller prints `failure_line`), else into a closing line on stderr; the finished trials are still
     evaluated."""
-    root = storage_module.resolve(storage) / name
+    root = storage / name  # `--storage`, resolved once by the command line
     for t in trials:  # fail on a bad grid name before training anything
         resolve_grid_names(t.config.eval.grids)
     runtime.init(address, num_cpus=num_cpus)
@@ -246,7 +245,7 @@ def _evaluate(name: str, root: Location, finished: list[tuple[Source, Experiment
         for eval_cfg, sources in groups.items():
             for r in eval_recurrences or (None,):
                 cfg_r = dataclasses.replace(eval_cfg, recurrences=r)
-                work = plan_items(sources, resolve_grid_names(eval_cfg.grids), cfg_r, root / "results")
+                work = work_items(sources, resolve_grid_names(eval_cfg.grids), cfg_r, root / "results")
                 report = evaluate_on_ray(work, cfg_r, root / "results")
                 print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
                       f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)

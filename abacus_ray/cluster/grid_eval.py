@@ -1,6 +1,6 @@
 """Grid evaluation on Ray Data: (checkpoint x cell batches) -> evaluator actors -> Parquet parts.
 
-The caller plans small work items first (`evaluation.plan.plan_items`: a checkpoint and ~a few seconds'
+The caller plans small work items first (`evaluation.work.work_items`: a checkpoint and ~a few seconds'
 worth of cells, only the cells whose results key is missing), Ray Data hands them to actor pools that pull items as they finish
 (fast actors take more), each actor keeps its last models loaded, and the driver writes every
 returned block as an atomic Parquet part. On a cluster with GPUs a GPU pool and a CPU pool run side
@@ -17,22 +17,23 @@ import time
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import ray
 import ray.data
 import ray.exceptions
+import torch
 from ray.util.annotations import RayDeprecationWarning
 
 from abacus_ray.cluster.placement import eval_pools
 from abacus_ray.config import EvalConfig
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.plan import WorkPlan
 from abacus_ray.evaluation.results import KEY, KeyIndex, first_per_key, key_of, rows_table, write_part
 from abacus_ray.evaluation.runner import score_cells
+from abacus_ray.evaluation.work import WorkItems
 from abacus_ray.model.checkpoint import load_checkpoint
+from abacus_ray.storage import Location
 
 # `max_restarts` (below) has no named parameter in Ray 2.60's map_batches, only the deprecated
 # remote-args route, whose warning is not about the user's run.
@@ -67,8 +68,6 @@ class CellEvaluator:
     KEEP_MODELS = 2
 
     def __init__(self, pool: str, eval_cfg: EvalConfig):
-        import torch
-
         self.pool = pool
         self.device = torch.device("cuda" if pool == "gpu" and torch.cuda.is_available() else "cpu")
         self.eval_cfg = eval_cfg
@@ -162,16 +161,16 @@ def _fresh(block: pa.Table, index: KeyIndex) -> pa.Table:
     return block if len(keep) == block.num_rows else block.take(keep)
 
 
-def evaluate_on_ray(work: WorkPlan, eval_cfg: EvalConfig, out_dir: str | Path, *, cpu_actors: int | None = None,
+def evaluate_on_ray(work: WorkItems, eval_cfg: EvalConfig, out_dir: Location, *, cpu_actors: int | None = None,
                     gpu_actors: int | None = None, progress: bool = True) -> GridEvalReport:
-    """Score the planned work items (`evaluation.plan.plan_items`, made before Ray starts, so bad input
-    costs no cluster time) into `out_dir` (Parquet parts).
+    """Score the planned work items (`evaluation.work.work_items`, made before Ray starts, so bad input
+    costs no cluster time) into `out_dir` (Parquet parts; a place the command line resolved).
 
     Fault tolerant: if a node is lost mid-run (its actors die, their items fail), the items' cells not
     yet written are run again on the nodes that are left, up to `ATTEMPTS` times; every cell is
     written exactly once.
     """
-    index = KeyIndex(out_dir)  # a local path or a URI: the driver writes every part, one per returned block
+    index = KeyIndex(out_dir)  # the driver writes every part, one per returned block
     t0 = time.monotonic()
     items, n_cells, skipped = work.items, work.cells, work.skipped
     report = GridEvalReport(items=len(items), cells=n_cells, skipped=skipped)

@@ -17,6 +17,7 @@ import tempfile
 import uuid
 
 import ray
+import torch
 from ray.train.torch import TorchConfig
 from ray.train.torch.config import _set_torch_distributed_env_vars, _setup_torch_process_group, _TorchBackend
 
@@ -37,8 +38,6 @@ def _loopback_sockets() -> None:
 
 
 def _cuda_available() -> bool:
-    import torch
-
     return torch.cuda.is_available()
 
 

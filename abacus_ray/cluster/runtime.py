@@ -73,7 +73,7 @@ def _embedded_settings() -> Iterator[None]:
     which decides the address Ray binds; the driver has usually imported Ray already, so that value
     is set here too (a private constant: `tests/test_loopback_listeners.py` fails if Ray stops honouring it).
     """
-    import ray._private.ray_constants as ray_constants
+    import ray._private.ray_constants as ray_constants  # Ray reads its settings once imported: after ours
 
     saved = {key: os.environ.get(key) for key in EMBEDDED_ENV}
     saved_flag = ray_constants.ENABLE_RAY_CLUSTER
@@ -98,7 +98,7 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
     Returns "local" or the address used. Idempotent: an already-initialised Ray is kept.
     """
     configure_environment()
-    import ray
+    import ray  # only now: Ray reads CLUSTER_ENV when it is first imported
 
     if ray.is_initialized():
         return "existing"
@@ -121,7 +121,7 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
 
 
 def shutdown() -> None:
-    import ray
+    import ray  # as in `init`: this module never imports Ray before its settings are in place
 
     if ray.is_initialized():
         ray.shutdown()
@@ -129,7 +129,7 @@ def shutdown() -> None:
 
 def quiet_data_progress() -> None:
     """Ray Data progress bars off (tests, logs); our own progress line reports evaluation."""
-    import ray.data
+    import ray.data  # as in `init`
 
     ctx = ray.data.DataContext.get_current()
     # Ray Data says once, at WARNING, that its bars are off: not about the user's run.

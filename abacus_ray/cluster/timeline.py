@@ -20,7 +20,7 @@ from ray.tune import ResultGrid
 from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.results import write_table
-from abacus_ray.sweep import CLUSTER_FILE
+from abacus_ray.sweep import TIMELINE_FILE
 
 SCHEMA = pa.schema([
     ("run", pa.string()),  # the trial's run name, e.g. fig10_k/max_k=25_seed=0
@@ -58,4 +58,4 @@ def write_timeline(root: Path, grid: ResultGrid, configs: Mapping[str, Experimen
     rows = placement_rows(grid, configs)
     if not rows:
         return None
-    return write_table(root / CLUSTER_FILE, pa.Table.from_pylist(rows, schema=SCHEMA))
+    return write_table(root / TIMELINE_FILE, pa.Table.from_pylist(rows, schema=SCHEMA))

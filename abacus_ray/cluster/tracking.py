@@ -26,16 +26,25 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import mlflow
+import pyarrow as pa
+from mlflow.entities import Metric
 from ray.air.integrations.mlflow import MLflowLoggerCallback  # RAY: Tune's MLflow integration
+from ray.tune.result import TIMESTEPS_TOTAL, TRAINING_ITERATION
+from ray.tune.utils import flatten_dict
 
+from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import flatten
+from abacus_ray.evaluation.aggregate import region_means
+from abacus_ray.evaluation.results import read_cells
 
 TRACKERS = ("mlflow", "wandb", "none")
 RUN_TAG = "abacus_run"
@@ -78,8 +87,6 @@ class TrialRuns(MLflowLoggerCallback):
 
     def setup(self, *args, **kwargs) -> None:
         """Create the experiment with its artifacts beside the store before Ray's callback looks it up."""
-        import mlflow
-
         client = mlflow.tracking.MlflowClient(tracking_uri=self.tracking_uri)
         if client.get_experiment_by_name(self.experiment_name) is None:
             client.create_experiment(self.experiment_name, artifact_location=artifact_root(self.root))
@@ -104,10 +111,6 @@ class TrialRuns(MLflowLoggerCallback):
     def log_trial_result(self, iteration: int, trial, result: dict) -> None:
         """Every reported metric in one batch: Ray's callback writes them one by one, one SQLite
         transaction each, which took 0.6 s per report on 2 busy cores (and Tune warned about it)."""
-        from mlflow.entities import Metric
-        from ray.tune.result import TIMESTEPS_TOTAL, TRAINING_ITERATION
-        from ray.tune.utils import flatten_dict
-
         step = result.get(TIMESTEPS_TOTAL) or result[TRAINING_ITERATION]
         metrics = self.mlflow_util._parse_dict(tracked(flatten_dict(result)))
         now = int(time.time() * 1000)
@@ -123,8 +126,7 @@ def callbacks(tracking: str, root: Path, experiment: str, configs: dict[str, Exp
         return []
     if tracking == "wandb":
         try:
-            import wandb  # noqa: F401
-            from ray.air.integrations.wandb import WandbLoggerCallback  # RAY: Tune's W&B integration
+            from ray.air.integrations.wandb import WandbLoggerCallback  # RAY: optional, needs wandb
         except ImportError:
             raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)") from None
         os.environ.setdefault("WANDB_MODE", "offline")  # no account, no network: runs land in the sweep's storage
@@ -145,12 +147,6 @@ def log_evaluation(root: Path | str, experiment: str, finished: Sequence[tuple[A
                    results) -> int:
     """Each finished trial's region means and checkpoint path (a URI on object storage) into its MLflow run;
     `results` is a path or `abacus_ray.storage.Location`. Returns runs updated."""
-    import mlflow
-
-    from abacus_ray import storage
-    from abacus_ray.evaluation.aggregate import region_means
-    from abacus_ray.evaluation.results import read_cells
-
     _quiet_mlflow()
     client = mlflow.tracking.MlflowClient(tracking_uri=store_uri(root))
     exp = client.get_experiment_by_name(experiment)
@@ -176,22 +172,15 @@ def log_evaluation(root: Path | str, experiment: str, finished: Sequence[tuple[A
 
 def _log_cells(client, run_id: str, cells) -> None:
     """The trial's cell rows as the run's `cells.parquet` artifact."""
-    import tempfile
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     with tempfile.TemporaryDirectory(prefix="abacus-mlflow-") as tmp:
         path = Path(tmp) / "cells.parquet"
-        pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), path)
+        storage.write_parquet(path, pa.Table.from_pandas(cells, preserve_index=False))
         client.log_artifact(run_id, str(path))
 
 
 def close_runs(root: Path | str, experiment: str, outcome: dict[str, str]) -> int:
     """End the runs a sweep left RUNNING: FAILED for trials in `outcome` marked "failed" (and for any
     run of a trial the sweep never reported), KILLED for those marked "stopped". Returns runs ended."""
-    import mlflow
-
     _quiet_mlflow()
     client = mlflow.tracking.MlflowClient(tracking_uri=store_uri(root))
     exp = client.get_experiment_by_name(experiment)

@@ -11,7 +11,6 @@ checkpoints in storage and resumes too.
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from ray.train import Checkpoint, CheckpointConfig, FailureConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 from ray.tune.integration.ray_train import TuneReportCallback
 
+from abacus_ray import storage
 from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.cluster.rendezvous import LoopbackTorchConfig
 from abacus_ray.config import ExperimentConfig
@@ -66,7 +66,7 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
         train(cfg, device, process_group=group, report=report, checkpoint_dir=scratch / "checkpoints",
               resume_from=resume, probe=Probe.of(cfg))
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        storage.delete(scratch, quiet=True)
 
 
 def train_worker(loop_config: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """The probe: exact match on a few long diagonal cells, scored while a model trains.
 
-It is the metric a search stops trials on (`sweeps/extrapolation_10x.py`, Tune's ASHA scheduler):
+It is the metric a search stops trials on (`figures/extrapolation_10x.py`, Tune's ASHA scheduler):
 how far a model extrapolates shows in cells (n, n) beyond the training length long before the
 final grid evaluation. Scoring is the teacher-forced exact match of the grid evaluator (one forward
 pass per batch, verdicts equal to greedy decoding's; `evaluation/teacher_forcing.py`), in fp32.

@@ -26,14 +26,31 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import torch
+
 from abacus_ray import storage
 from abacus_ray.config import EvalConfig, ExperimentConfig
 from abacus_ray.evaluation.engine import prepare_cell, run_cells
 from abacus_ray.evaluation.errors import cell_errors
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.plan import check_capacity, settings_for
 from abacus_ray.evaluation.regions import region_of
-from abacus_ray.evaluation.results import config_columns
+from abacus_ray.evaluation.results import (
+    PROBLEMS_DIR,
+    config_columns,
+    read_problems,
+    write_cells,
+    write_problems,
+)
+from abacus_ray.evaluation.runner import default_device
+from abacus_ray.evaluation.work import check_capacity, settings_for
+from abacus_ray.model.checkpoint import (
+    META_FILE,
+    load_checkpoint,
+    read_checkpoint_config,
+    read_json,
+    resolve_checkpoint,
+)
+from abacus_ray.model.memory import check_eval_fits
 from abacus_ray.tasks.arithmetic import int_from_text, reversed_answer
 from abacus_ray.tasks.formats import Problem, hinted_problem
 from abacus_ray.tasks.tokenizer import SORT_LABELS, get_tokenizer
@@ -231,8 +248,6 @@ def score_problem_set(checkpoint, problems: ProblemSet, eval_cfg: EvalConfig, *,
 def check_problems_memory(cfg: ExperimentConfig, problems: ProblemSet, eval_cfg: EvalConfig, device) -> None:
     """Refuse before the weights are loaded when the file's problems cannot be scored at once on `device`
     (model/memory.py): each cell is padded to its longest line, and a task's cells are scored together."""
-    from abacus_ray.model.memory import check_eval_fits
-
     groups = problems.cells()
     tokens = sum(len(ps) * max(len(p.problem.prompt) + len(p.problem.answer) + 1 for p in ps) for ps in groups.values())
     rows = max(len(problems.problems), 1)
@@ -247,18 +262,6 @@ def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path
 
     The file is read and bounded against the checkpoint's config before the weights are loaded. One
     results directory holds one problem file's results (their cell rows share per_cell = 0)."""
-    import torch
-
-    from abacus_ray.evaluation.results import PROBLEMS_DIR, read_problems, write_cells, write_problems
-    from abacus_ray.evaluation.runner import default_device
-    from abacus_ray.model.checkpoint import (
-        META_FILE,
-        load_checkpoint,
-        read_checkpoint_config,
-        read_json,
-        resolve_checkpoint,
-    )
-
     path = resolve_checkpoint(checkpoint_path)
     problems = read_problem_file(problems_path, read_checkpoint_config(path))
     model_id = read_json(path / META_FILE).get("model_id")

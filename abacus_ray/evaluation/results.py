@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
@@ -292,15 +291,15 @@ def _skip(where: str, f: Location, reason: str) -> None:
 def _read_one(f: Location, columns: Sequence[str] | None, where: str, required: Sequence[str]) -> pa.Table:
     """One part's table; a ValueError for a file that is Parquet but not ours or too new, an OSError /
     ArrowException for one that cannot be read at all."""
-    data = pa.py_buffer(storage.read_bytes(f))  # one GET on an object store, however many columns are read
-    schema = pq.read_schema(pa.BufferReader(data))
+    parquet = storage.open_parquet(f)  # one GET on an object store, however many columns are read
+    schema = parquet.schema_arrow
     if "schema_version" not in schema.names:
         raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no schema_version column)")
     missing = [c for c in required if c not in schema.names]
     if missing:
         raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no {missing[0]} column)")
     cols = None if columns is None else [c for c in columns if c in schema.names]
-    t = _with_added_keys(pq.read_table(pa.BufferReader(data), columns=cols), columns)
+    t = _with_added_keys(parquet.read(columns=cols), columns)
     if columns is None or "schema_version" in columns:
         versions = set(t.column("schema_version").to_pylist())
         if any(v is None or v > SCHEMA_VERSION for v in versions):
@@ -375,11 +374,11 @@ def read_samples(directory: str | Path | Location):
 
 
 def read_problems(directory):
-    """All problem-file rows of a local results directory as a pandas DataFrame (empty if none)."""
-    files = sorted(Path(directory, PROBLEMS_DIR).glob(PART_GLOB))
+    """All problem-file rows of a results directory as a pandas DataFrame (empty if none)."""
+    files = part_files(storage.resolve(directory) / PROBLEMS_DIR)
     if not files:
         return PROBLEM_SCHEMA.empty_table().to_pandas()
-    return pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive").to_pandas()
+    return pa.concat_tables([storage.read_parquet(f) for f in files], promote_options="permissive").to_pandas()
 
 class KeyIndex:
     """The keys (`KEY`) present in a results directory, kept current by reading only parts not seen

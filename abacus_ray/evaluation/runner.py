@@ -2,7 +2,7 @@
 
 `score_cells` is the unit of work: a loaded checkpoint and a list of cells in, result rows out. The
 cluster layer calls it from Ray Data actors; `evaluate` calls it in-process: it loads each model once,
-scores the cells `plan` finds missing (their key, `results.KEY`, is not in the results yet) in work
+scores the cells `work` finds missing (their key, `results.KEY`, is not in the results yet) in work
 units of similar length, and flushes a new Parquet part every `flush_every_s` seconds or `flush_every_cells`
 cells, so a killed run loses at most that much work. Progress and ETA go to stderr.
 """
@@ -23,7 +23,10 @@ from abacus_ray.config import EvalConfig, ExperimentConfig
 from abacus_ray.evaluation.engine import PreparedCell, prepare_cell, run_cells
 from abacus_ray.evaluation.errors import cell_errors
 from abacus_ray.evaluation.grids import Cell, Grid
-from abacus_ray.evaluation.plan import (
+from abacus_ray.evaluation.progress import Progress
+from abacus_ray.evaluation.regions import region_of
+from abacus_ray.evaluation.results import KeyIndex, config_columns, key_of, write_cells, write_samples
+from abacus_ray.evaluation.work import (
     cell_cost,
     cells_for,
     check_eval_memory,
@@ -32,9 +35,6 @@ from abacus_ray.evaluation.plan import (
     unit_tokens,
     work_units,
 )
-from abacus_ray.evaluation.progress import Progress
-from abacus_ray.evaluation.regions import region_of
-from abacus_ray.evaluation.results import KeyIndex, config_columns, key_of, write_cells, write_samples
 from abacus_ray.model.checkpoint import Checkpoint, load_checkpoint
 from abacus_ray.tasks.evalsets import eval_problems
 from abacus_ray.tasks.tokenizer import get_tokenizer
@@ -62,7 +62,7 @@ def _device_name(device: torch.device) -> str:
 
 def score_cells(checkpoint: Checkpoint, cells: Sequence[Cell], eval_cfg: EvalConfig, *, samples: bool = False,
                 run_id: str | None = None, trial_id: str | None = None) -> tuple[list[dict], list[dict]]:
-    """Score planned `cells` (`plan.cells_for`) on a loaded checkpoint; returns (cell rows, sample rows).
+    """Score planned `cells` (`work.cells_for`) on a loaded checkpoint; returns (cell rows, sample rows).
 
     Sample rows are only produced with `samples=True`. Cells of several tasks (an addsub model) are fine.
     """

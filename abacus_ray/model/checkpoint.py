@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 import tempfile
 import time
-import uuid
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -41,6 +38,7 @@ from torch import nn
 
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
+from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.model.unsafe import code_it_names, unsafe_file
 from abacus_ray.storage import Location
 
@@ -83,33 +81,22 @@ def checkpoint_name(step: int) -> str:
     return f"step-{step:09d}"
 
 
-def _place(path: str | Path | Location) -> Path | Location:
-    """A local `Path`, or a `Location` for an object-store URI (`abacus_ray.storage`)."""
-    if isinstance(path, Location):
-        return path.as_path() if path.local else path
-    if storage.is_uri(path):
-        loc = storage.resolve(path)
-        return Path(loc.path) if loc.local else loc
-    return Path(path)
+def _place(path: str | Path | Location) -> Location:
+    """Any checkpoint argument (a path, a URI, a `Location`) as a storage `Location`."""
+    return storage.resolve(path)
 
 
-def _is_file(p: Path | Location) -> bool:
-    return storage.is_file(p) if isinstance(p, Location) else p.is_file()
+def _returned(loc: Location) -> Path | Location:
+    """What callers get back: a local `Path` on this machine's disk, else the `Location`."""
+    return loc.as_path() if loc.local else loc
 
 
 def list_checkpoints(root: str | Path | Location) -> list[Path | Location]:
     """Complete numbered checkpoints under `root` (a path or URI), oldest first."""
     root = _place(root)
-    if isinstance(root, Location):
-        children = [c for c in storage.listdir(root) if _STEP_DIR.match(c.name)]
-    else:
-        children = list(root.iterdir()) if root.is_dir() else []
-    found = []
-    for child in children:
-        m = _STEP_DIR.match(child.name)
-        if m and _is_file(child / META_FILE):
-            found.append((int(m.group(1)), child))
-    return [p for _, p in sorted(found, key=lambda t: t[0])]
+    children = storage.listdir(root) if storage.is_dir(root) else []
+    found = [(int(m.group(1)), c) for c in children if (m := _STEP_DIR.match(c.name)) and storage.is_file(c / META_FILE)]
+    return [_returned(c) for _, c in sorted(found, key=lambda t: t[0])]
 
 
 def latest_checkpoint(root: str | Path | Location) -> Path | Location | None:
@@ -119,76 +106,47 @@ def latest_checkpoint(root: str | Path | Location) -> Path | Location | None:
 
 def resolve_checkpoint(path: str | Path | Location) -> Path | Location:
     """`path` itself if it is a checkpoint, else the latest checkpoint under it (a URI stays a URI)."""
-    path = _place(path)
-    if _is_file(path / META_FILE):
-        return path
-    if not (storage.exists(path) if isinstance(path, Location) else path.exists()):
-        raise FileNotFoundError(f"{path}: no such checkpoint directory")
-    latest = latest_checkpoint(path)
+    loc = _place(path)
+    if storage.is_file(loc / META_FILE):
+        return _returned(loc)
+    if not storage.exists(loc):
+        raise FileNotFoundError(f"{_returned(loc)}: no such checkpoint directory")
+    latest = latest_checkpoint(loc)
     if latest is None:
-        raise ValueError(f"{path}: not a checkpoint directory and holds no step-* checkpoints")
+        raise ValueError(f"{_returned(loc)}: not a checkpoint directory and holds no step-* checkpoints")
     return latest
-
-
-def _write_atomically(target: Path, write) -> None:
-    """Run `write(tmp_dir)` then move the finished directory to `target` (replacing an old one)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".tmp-{target.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        write(tmp)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        if target.exists():
-            trash = target.parent / f".old-{target.name}-{uuid.uuid4().hex[:8]}"
-            os.rename(target, trash)
-            os.rename(tmp, target)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _json_scalars(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
 
-def save_checkpoint(directory: str | Path, model: nn.Module, cfg: ExperimentConfig, state: dict) -> str:
+def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: ExperimentConfig, state: dict) -> str:
     """Write a checkpoint directory atomically; returns the model id (sha256 of the weights).
 
     `state` is the training state (optimiser, counters, RNG states); it must be weights-only
     loadable (tensors, numbers, strings, lists, tuples, dicts). Its scalar entries are copied to
     meta.json.
     """
-    directory = Path(directory)
     weights = cpu_weights(model)
     model_id = content_hash(weights)
     meta = {"format_version": FORMAT_VERSION, "model_id": model_id, "name": cfg.name,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
             "num_params": sum(t.numel() for t in unwrap(model).parameters())} | _json_scalars(state)
 
-    def write(tmp: Path) -> None:
+    def write(tmp: Path) -> None:  # torch writes straight into the new directory: no second copy in memory
         torch.save(weights, tmp / MODEL_FILE)
         torch.save(state, tmp / STATE_FILE)
-        (tmp / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2, sort_keys=True))
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
 
-    _write_atomically(directory, write)
+    storage.write_dir(directory, {CONFIG_FILE: json.dumps(cfg.to_dict(), indent=2, sort_keys=True),
+                                  META_FILE: json.dumps(meta, indent=2, sort_keys=True)}, fill=write, last=META_FILE)
     return model_id
 
 
 def prune_checkpoints(root: str | Path, keep: int) -> None:
     """Delete all but the newest `keep` numbered checkpoints under `root`."""
     for old in list_checkpoints(root)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
+        storage.delete(old, quiet=True)
 
 
 def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
@@ -233,10 +191,10 @@ def _what_it_is(path: Path, e: Exception) -> str:
 
 
 def read_json(path: Path | Location) -> dict:
-    if not _is_file(path):
+    if not storage.is_file(path):
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
     try:
-        data = json.loads(storage.read_text(path) if isinstance(path, Location) else path.read_text())
+        data = json.loads(storage.read_text(path))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # '[[[[...' nested past the stack
         raise ValueError(f"{path}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(data, dict):
@@ -246,7 +204,7 @@ def read_json(path: Path | Location) -> dict:
 
 def read_checkpoint_config(path: str | Path | Location) -> ExperimentConfig:
     """The `ExperimentConfig` stored beside a checkpoint's weights (no weights are read)."""
-    config_path = _place(path) / CONFIG_FILE
+    config_path = _returned(_place(path) / CONFIG_FILE)
     try:
         return ExperimentConfig.from_dict(read_json(config_path))
     except ValueError as e:
@@ -296,8 +254,6 @@ def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, w
     count is compared first, then the shapes of a meta-device model (no memory), so a mismatch costs
     nothing and a match allocates no more than the weights file already holds.
     """
-    from abacus_ray.model.transformer import ArithmeticTransformer
-
     layers = {k.split(".")[1] for k in weights if k.startswith("layers.") and k.count(".") >= 2}
     if len(layers) != cfg.model.layers:
         raise ValueError(f"{where}: weights hold {len(layers)} layer(s) but config.json has model.layers="
@@ -333,24 +289,14 @@ def fetch(path: str | Path | Location) -> Path:
     """A local directory holding the checkpoint at `path` (its latest under a run directory): `path`
     itself on a local disk; from an object store, a copy in the node's temp dir, keyed by the URI and
     the weights' id (meta.json), made atomically (a temporary sibling renamed), and reused."""
-    path = resolve_checkpoint(path)
-    if isinstance(path, Path):
-        return path
+    path = _place(resolve_checkpoint(path))
+    if path.local:
+        return path.as_path()
     meta = read_json(path / META_FILE)
     key = hashlib.sha256(f"{path.uri}|{meta.get('model_id')}".encode()).hexdigest()[:24]
-    cache = Path(tempfile.gettempdir()) / CACHE_DIR
-    target = cache / f"{path.name}-{key}"
-    if (target / META_FILE).is_file():
-        return target
-    tmp = cache / f".tmp-{target.name}-{uuid.uuid4().hex[:8]}"
-    try:
-        storage.download(path, tmp)
-        os.rename(tmp, target)
-    except OSError:
-        if not (target / META_FILE).is_file():  # not another process's copy that won the rename
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    target = Path(tempfile.gettempdir()) / CACHE_DIR / f"{path.name}-{key}"
+    if not (target / META_FILE).is_file():  # a copy made before (by any process) is reused
+        storage.write_dir(target, fill=lambda tmp: storage.download(path, tmp), replace=False)
     return target
 
 
@@ -359,8 +305,6 @@ def load_checkpoint(directory: str | Path | Location, map_location: Any = "cpu")
     (`fetch` copies it here first). The weights' hash must equal meta.json's `model_id`, so silent
     corruption is caught. `Checkpoint.source` is where it was read from (the URI for a remote one).
     """
-    from abacus_ray.model.transformer import ArithmeticTransformer
-
     remote = resolve_checkpoint(directory)
     path = fetch(remote)
     cfg = read_checkpoint_config(path)

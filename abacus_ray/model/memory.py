@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import functools
 
+import psutil
 import torch
 
 from abacus_ray.config import ExperimentConfig, ModelConfig
+from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.tasks.tokenizer import get_tokenizer
 
 GIB = float(1 << 30)
@@ -36,7 +38,6 @@ def device_memory(device: torch.device | str) -> int:
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         return int(torch.cuda.mem_get_info(index)[1])
-    import psutil
 
     return int(psutil.virtual_memory().total)
 
@@ -54,8 +55,6 @@ def meta_model(cfg: ExperimentConfig):
 
 @functools.lru_cache(maxsize=256)
 def _meta_model(model_cfg: ModelConfig, vocab_size: int):
-    from abacus_ray.model.transformer import ArithmeticTransformer
-
     with torch.device("meta"):
         return ArithmeticTransformer(model_cfg, vocab_size)
 

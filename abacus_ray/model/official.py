@@ -37,6 +37,7 @@ from abacus_ray.config.evaluation import EvalConfig
 from abacus_ray.config.task import TASKS, TaskConfig
 from abacus_ray.model.layers import LN_EPS
 from abacus_ray.model.rope import ROPE_BASE
+from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.tasks.tokenizer import get_tokenizer
 
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "model_config.json"
@@ -301,8 +302,6 @@ def _check_buffer(key: str, value: torch.Tensor, cfg: ExperimentConfig) -> None:
 
 def expected_shapes(cfg: ExperimentConfig) -> dict[str, tuple[int, ...]]:
     """Our model's tensor shapes for `cfg`, from a meta-device model (no memory)."""
-    from abacus_ray.model.transformer import ArithmeticTransformer
-
     with torch.device("meta"):
         return {k: tuple(v.shape) for k, v in ArithmeticTransformer.for_experiment(cfg).state_dict().items()}
 

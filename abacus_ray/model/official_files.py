@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
@@ -80,8 +81,6 @@ def _first(e: BaseException) -> str:
 
 
 def _open_weights(path: Path):
-    from safetensors import SafetensorError, safe_open
-
     if not path.is_file():
         pickled = [p.name for p in path.parent.glob("*.pth")] + [p.name for p in path.parent.glob("*.bin")]
         hint = f"; {pickled[0]} is not read (a pickle: only safetensors are)" if pickled else ""
@@ -108,8 +107,6 @@ def _in_files(e: ValueError, directory: Path) -> ValueError:
 
 def _tensors(path: Path, arch: dict, cfg: ExperimentConfig) -> tuple[dict[str, torch.Tensor], dict[str, str | None]]:
     """The file's tensors that map (names and shapes checked before any is read) and their names."""
-    from safetensors import SafetensorError
-
     try:
         with _open_weights(path) as f:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}

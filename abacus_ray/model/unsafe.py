@@ -35,6 +35,7 @@ def unsafe_file(path: str | Path, callable_name: str) -> str:
 def _tensor_builders() -> frozenset[str]:
     """The callables torch's weights-only loader builds tensors with (its own list where torch has one)."""
     try:
+        # optional: a private torch module, not in every version
         from torch._weights_only_unpickler import _get_allowed_globals
 
         return frozenset(_get_allowed_globals())

@@ -55,7 +55,7 @@ def sample_limit(cfg: ExperimentConfig) -> tuple[int | None, float | None]:
     return (min(limits) if limits else None), flops
 
 
-def plan(cfg: ExperimentConfig, workers: int = 1) -> dict:
+def budget_terms(cfg: ExperimentConfig, workers: int = 1) -> dict:
     """What a budget means before a run: the A4000-hours, model FLOPs, samples and optimiser steps it
     buys, and the device- and wall-hours limit on `workers` devices. For `--dry-run` and `train`."""
     tc = cfg.train

@@ -356,7 +356,7 @@
     });
   }
 
-  // ---- the cluster: which node ran which trial when (traces built by dashboards/cluster.py) ----------
+  // ---- the cluster: which node ran which trial when (traces built by dashboards/timeline.py) ----------
   function renderCluster() {
     const C = D.cluster;
     if (!C || !C.traces.length) return;

@@ -1,17 +1,16 @@
-"""Planning an evaluation: which cells a model still needs, under which settings, in which work units.
+"""An evaluation's work: which cells a model still needs, under which settings, in which work units.
 
 Everything here decides *what* to score before any model runs, for the in-process `runner.evaluate`
 and for the cluster's Ray Data items alike: the settings that, with the model, fix a cell's numbers
 (and so its results key, `results.KEY`), the Abacus-capacity check (once per model and grid), the
 cells a rerun still has to score, the packing of cells into work units of similar cost, and the
-work items a pool of evaluators pulls (`plan_items`).
+work items a pool of evaluators pulls (`work_items`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from abacus_ray.config import EvalConfig, ExperimentConfig
@@ -174,7 +173,7 @@ class Source:
 
 
 @dataclass(frozen=True)
-class WorkPlan:
+class WorkItems:
     """The work items of an evaluation: a checkpoint and a few seconds' worth of its missing cells each."""
 
     items: list[dict[str, Any]]  # checkpoint, task / i / j (typed lists of equal length), run_id, trial_id, cost
@@ -182,10 +181,10 @@ class WorkPlan:
     skipped: int  # cells already in the results
 
 
-def plan_items(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig,
-               out_dir: str | Path | Location) -> WorkPlan:
-    """Work items for the cells whose key is not in `out_dir` (a path or URI) yet; reads configs and ids,
-    no weights; a checkpoint may be a URI (its two small JSON files are read from there).
+def work_items(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalConfig,
+               out_dir: Location) -> WorkItems:
+    """Work items for the cells whose key is not in `out_dir` (a resolved results directory) yet; reads
+    configs and ids, no weights; a checkpoint may be a URI (its two small JSON files are read from there).
 
     Runs before any cluster starts, so a bad grid or an overflowing Abacus table costs no cluster time."""
     have = done_keys(out_dir)
@@ -205,4 +204,4 @@ def plan_items(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalC
             items.append({"checkpoint": str(path), "task": [c.task for c in unit], "i": [c.i for c in unit],
                           "j": [c.j for c in unit], "run_id": src.run_id or "", "trial_id": src.trial_id or "",
                           "flops": forward_flops(unit, eval_cfg.per_cell, flops)})
-    return WorkPlan(items, todo_total, skipped)
+    return WorkItems(items, todo_total, skipped)

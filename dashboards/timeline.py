@@ -1,11 +1,11 @@
-"""The "Cluster" view of a sweep page: which node ran which trial when (a Gantt chart), and how busy
+"""The trial timeline of a sweep page (its "Cluster" view): which node ran which trial when (a Gantt chart), and how busy
 each node's trial slots were.
 
 A sweep run through the Ray layer leaves `cluster.parquet` beside its `results/` (written by
 `abacus_ray/cluster/timeline.py`: one row per trial with its node, requested resources, start and
 end). Each node gets as many lanes as it ran trials at once; a bar is one trial, coloured by the
 kind of resource it asked for (a custom resource standing for a GPU kind, or CPU). The same figure
-is written as standalone HTML for docs/performance.md (`python -m dashboards.cluster`).
+is written as standalone HTML for docs/performance.md (`python -m dashboards.timeline`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from abacus_ray import storage
-from abacus_ray.sweep import CLUSTER_FILE
+from abacus_ray.sweep import TIMELINE_FILE
 from dashboards.data import sweep_table
 from dashboards.html import Raw, fmt_int, table
 
@@ -28,7 +28,7 @@ COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 def load_timeline(cells: pd.DataFrame) -> pd.DataFrame | None:
     """The trial placements of the sweep whose cells these are, or None when none were recorded."""
-    return sweep_table(cells, CLUSTER_FILE)
+    return sweep_table(cells, TIMELINE_FILE)
 
 
 def kind(resources: str) -> str:
@@ -91,7 +91,7 @@ def node_table(rows: pd.DataFrame) -> Raw:
                  numeric=[False, True, True, True, False])
 
 
-def cluster_section(rows: pd.DataFrame | None) -> list[Any]:
+def timeline_section(rows: pd.DataFrame | None) -> list[Any]:
     """The page section (empty when the sweep recorded no placements)."""
     if rows is None or rows.empty:
         return []
@@ -104,8 +104,8 @@ def cluster_section(rows: pd.DataFrame | None) -> list[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m dashboards.cluster CLUSTER_PARQUET OUT_HTML`: the Gantt chart as a standalone page."""
-    import plotly.graph_objects as go
+    """`python -m dashboards.timeline CLUSTER_PARQUET OUT_HTML`: the Gantt chart as a standalone page."""
+    import plotly.graph_objects as go  # heavy: only the standalone page needs plotly's figure objects
 
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("parquet", help="a sweep's cluster.parquet (a path or an object-store URI)")
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     fig = gantt(storage.read_parquet(args.parquet).to_pandas())
     page = go.Figure(data=fig["traces"], layout=fig["layout"]).to_html(
         include_plotlyjs="cdn" if args.cdn else True, full_html=True)
-    args.out.write_text(page)
+    args.out.write_text(page)  # not run data: a standalone figure for the docs, at a path the user names
     print(args.out)
     return 0
 

@@ -1,5 +1,5 @@
 """The dashboard's "Cluster" view: a sweep's cluster.parquet as a Gantt chart of trials per node, and a
-table of each node's use (dashboards/cluster.py). Hand-made placements, no Ray."""
+table of each node's use (dashboards/timeline.py). Hand-made placements, no Ray."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dashboards.build import build_site
-from dashboards.cluster import gantt, lanes, main
 from dashboards.sample import synthetic_results
+from dashboards.timeline import gantt, lanes, main
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 

@@ -1,0 +1,85 @@
+"""Where results are: the one reading of a RESULTS argument that every command shares.
+
+A command that reads results (`summary`, `dashboard`) or adds to them (`eval-all`) accepts any of the
+three places a run leaves, on a local disk or as an object-store URI:
+
+* a *results directory*: `part-*.parquet` in it (what `abacus-ray eval --out` writes);
+* a *sweep root*: the directory a sweep writes (`results/`, `train/`, `sweep.json`), e.g. `results/demo/fig10_k`;
+* a *storage root*: a directory of sweep roots (a sweep's `--storage`, a bucket prefix).
+
+`results_dirs` lists the results directories a place holds, for readers; `evaluation_places` pairs each
+place's checkpoints with the results directory they belong in, for `eval-all`. Both refuse, in one line
+naming the argument (`flag`, or with `flag=""` the place itself), a place that does not exist or holds none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from abacus_ray import storage
+from abacus_ray.evaluation.results import PART_GLOB, part_files
+from abacus_ray.storage import Location
+
+RESULTS_DIR = "results"  # a sweep root's results directory
+SWEEP_FILE = "sweep.json"  # what a sweep root records of its trials (cluster/driver.py)
+TRAIN_DIR = "train"  # a sweep root's trained runs
+
+
+def _place(target: str | Path | Location, flag: str) -> Location:
+    """`target` resolved and checked to be a directory there (a URI probed for reading: one line, seconds)."""
+    if isinstance(target, Location):  # resolved (and probed) by the command line already
+        loc = target
+    else:
+        probe_flag = flag or "RESULTS"  # a URI's refusals name the argument either way
+        loc = storage.probe(target, probe_flag, write=False) if storage.is_uri(target) else \
+            storage.resolve(target, flag=probe_flag)
+    if not storage.exists(loc):
+        raise FileNotFoundError(f"{_named(flag, loc)}: no such results directory")
+    if not storage.is_dir(loc):
+        raise NotADirectoryError(f"{_named(flag, loc)}: is not a directory")
+    return loc
+
+
+def _named(flag: str, loc: Location) -> str:
+    return f"{flag}: {loc}" if flag else str(loc)
+
+
+def results_dirs(target: str | Path | Location, flag: str = "RESULTS") -> list[Location]:
+    """The results directories under `target`: itself, its `results/` (a sweep root), or every `*/results/`
+    (a storage root), in name order."""
+    loc = _place(target, flag)
+    if part_files(loc):
+        return [loc]
+    if part_files(loc / RESULTS_DIR):
+        return [loc / RESULTS_DIR]
+    found = [c / RESULTS_DIR for c in storage.listdir(loc) if storage.is_dir(c) and part_files(c / RESULTS_DIR)]
+    if not found:
+        raise ValueError(f"{_named(flag, loc)}: holds no abacus-ray results ({PART_GLOB} in it, in {RESULTS_DIR}/ or in "
+                         f"*/{RESULTS_DIR}/); run a sweep or `abacus-ray eval CHECKPOINT --out {loc}` first")
+    return found
+
+
+@dataclass(frozen=True)
+class EvaluationPlace:
+    """Checkpoints to score (every run under `models`) and the results directory their rows go to."""
+
+    models: Location
+    results: Location
+
+
+def _is_sweep_root(loc: Location) -> bool:
+    return any(storage.exists(loc / name) for name in (SWEEP_FILE, RESULTS_DIR, TRAIN_DIR))
+
+
+def evaluation_places(target: str | Path | Location, flag: str = "RESULTS") -> list[EvaluationPlace]:
+    """Where `eval-all TARGET` finds models and writes their results, one place per sweep: a results
+    directory's sweep root and itself; a sweep root and its `results/`; each sweep root of a storage root;
+    any other directory of trained runs (`abacus-ray train --out` directories) and its `results/`."""
+    loc = _place(target, flag)
+    if part_files(loc):
+        return [EvaluationPlace(loc.parent, loc)]
+    if _is_sweep_root(loc):
+        return [EvaluationPlace(loc, loc / RESULTS_DIR)]
+    roots = [c for c in storage.listdir(loc) if storage.is_dir(c) and _is_sweep_root(c)]
+    return [EvaluationPlace(r, r / RESULTS_DIR) for r in roots] or [EvaluationPlace(loc, loc / RESULTS_DIR)]

@@ -1,0 +1,30 @@
+"""The paper's figures and tables as sweeps: one module per figure, each declaring `SWEEP = Sweep(...)`
+whose caption is the figure's (the reproduction of Fig. 10 is `abacus_ray/figures/fig10_k.py`).
+
+They ship inside the package, so an installed `abacus-ray` finds them by name from any directory
+(`abacus-ray sweep fig10_k`, `abacus-ray plan --all`); the top-level `sweeps/*.py` are thin scripts that
+run them (`python sweeps/fig10_k.py`). A figure is found by importing its module: the package's own
+listing is the only catalogue, nothing is registered at run time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from abacus_ray.sweep import Sweep
+
+
+def names() -> tuple[str, ...]:
+    """Every figure's sweep name (its module's name), sorted."""
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")))
+
+
+def figure(name: str) -> Sweep | None:
+    """The sweep of figure `name` (e.g. `fig10_k`), or None when no figure has that name."""
+    if name not in names():
+        return None
+    sweep = importlib.import_module(f"{__name__}.{name}").SWEEP
+    if not isinstance(sweep, Sweep) or sweep.name != name:  # a figure module names its sweep as itself
+        raise ValueError(f"{__name__}.{name}: declares no SWEEP = Sweep(name={name!r}, ...)")
+    return sweep

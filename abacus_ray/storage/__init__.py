@@ -1,0 +1,77 @@
+"""Where everything a run keeps lives: a local path or an object-store URI, through `pyarrow.fs`.
+
+One owner of storage for the whole package: every file of run data is read and written here (docs/guide.md, "Cluster without a shared file system").
+A `--storage`, `--out`, RESULTS or checkpoint argument is parsed once into a `Location`: a
+`pyarrow.fs.FileSystem`, the path inside it and the URI it came from (for messages). Accepted forms:
+
+* a local path or `file:///abs/path`: `LocalFileSystem`; writes are a temporary file + rename;
+* `s3://bucket/prefix`: `S3FileSystem` with AWS credentials from the standard chain (variables
+  `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`, `~/.aws` files, an instance
+  role); an S3-compatible endpoint (SeaweedFS, MinIO, Ceph) from `AWS_ENDPOINT_URL` (or
+  `AWS_ENDPOINT_URL_S3`) or from the URI's query, `?endpoint_override=host:port&scheme=http`
+  (also `region`). A write is one PUT, which an object store makes visible whole or not at all;
+* `gs://bucket/prefix`: pyarrow's `GcsFileSystem` (Google's default credentials; not tested live).
+
+Credentials are never part of a URI (`s3://KEY:SECRET@...` and `?secret_key=` are refused), so no
+message, `sweep.json` or results column can carry them; a pickled `S3FileSystem` (what Ray ships to
+its workers) holds the endpoint but no key: every process reads the credentials from its own
+environment.
+
+The API, all taking a `Location` or anything `resolve` accepts:
+
+    loc = resolve("s3://bkt/runs?endpoint_override=127.0.0.1:8333&scheme=http")
+    probe(uri, "--storage") -> Location        # small write/list/delete; one-line StorageError
+    local_path(uri, "--problems", "a problem file") -> Path   # this machine's files only, else refused
+    not_a_file(path, "missing", "a problem file")           # the error for a missing file (or a directory)
+    loc / "fig10_k" / "sweep.json"             # join (also loc.join(*parts)); str(loc) is the URI
+    exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc, "meta.json")
+    read_bytes, read_text, write_bytes, write_text, copy_file (atomic), delete
+    read_parquet, read_parquet_schema, open_parquet, write_parquet (atomic)
+    write_files(loc, {name: data})             # several files of a directory (a site's pages)
+    write_dir(loc, {name: data}, fill=...)     # a whole directory, atomically (a checkpoint)
+    upload(local_dir, loc), download(loc, local_dir)   # whole directories (pyarrow.fs.copy_files)
+
+`StorageError` is a `ValueError`: the command line prints it as one line and exits 2. The modules:
+`location` (parsing into a `Location`), `files` (reads and atomic writes), `probe` (checks before work).
+"""
+
+from abacus_ray.storage.files import (
+    copy_file,
+    delete,
+    download,
+    exists,
+    file_info,
+    find,
+    glob,
+    is_dir,
+    is_file,
+    listdir,
+    not_a_file,
+    open_parquet,
+    read_bytes,
+    read_parquet,
+    read_parquet_schema,
+    read_text,
+    upload,
+    write_bytes,
+    write_dir,
+    write_files,
+    write_parquet,
+    write_text,
+)
+from abacus_ray.storage.location import (
+    Location,
+    StorageError,
+    driver_dir,
+    is_uri,
+    local_path,
+    resolve,
+)
+from abacus_ray.storage.probe import check_local_dir, probe
+
+__all__ = [
+    "Location", "StorageError", "check_local_dir", "copy_file", "delete", "download", "driver_dir", "exists",
+    "file_info", "find", "glob", "is_dir", "is_file", "is_uri", "listdir", "local_path", "not_a_file", "open_parquet",
+    "probe", "read_bytes", "read_parquet", "read_parquet_schema", "read_text", "resolve", "upload", "write_bytes",
+    "write_dir", "write_files", "write_parquet", "write_text",
+]

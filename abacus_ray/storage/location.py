@@ -1,0 +1,230 @@
+"""Where a run's data lives: a local path or an object-store URI parsed once into a `Location`.
+
+`resolve` is the one parser of `--storage`, `--out`, RESULTS and checkpoint arguments (the forms it
+accepts: the package docstring). A `Location` holds the `pyarrow.fs.FileSystem`, the path inside it
+and the URI it came from (for messages, never with credentials).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+SCHEMES = ("file", "s3", "gs")
+S3_QUERY = ("endpoint_override", "scheme", "region")  # what an s3:// URI may carry; never credentials
+GCS_QUERY = ("endpoint_override", "scheme", "default_bucket_location")
+REQUEST_TIMEOUT_S = 60.0
+PROBE_TIMEOUT_S = 3.0
+RETRIES = 3  # attempts per request; the probe makes one
+
+
+class StorageError(ValueError):
+    """Storage that cannot be used, in one line naming its URI (never a credential)."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in some file system: `fs` and the `path` inside it; `uri` is what a user would type."""
+
+    fs: pafs.FileSystem
+    path: str
+    uri: str
+
+    @property
+    def local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path.rstrip("/"))
+
+    @property
+    def parent(self) -> Location:
+        return Location(self.fs, posixpath.dirname(self.path.rstrip("/")), _uri_dirname(self.uri))
+
+    def at(self, path: str) -> Location:
+        """Another path of the same file system (e.g. a path Ray reports back), as a `Location`."""
+        path = path.rstrip("/")
+        if self.local:
+            return Location(self.fs, path, path)
+        base, query = _split_query(self.uri)
+        return Location(self.fs, path, f"{base.split('://', 1)[0]}://{path}{query}")
+
+    @property
+    def ray_storage(self) -> tuple[str, pafs.FileSystem | None]:
+        """`(storage_path, storage_filesystem)` for Ray Tune / Train's `RunConfig` (a local path needs no fs)."""
+        return self.path, None if self.local else self.fs
+
+    def join(self, *parts: str) -> Location:
+        path, uri = self.path, self.uri
+        for part in parts:
+            for piece in str(part).split("/"):
+                if piece in ("", "."):
+                    continue
+                path = posixpath.join(path, piece)
+                uri = _uri_join(uri, piece)
+        return Location(self.fs, path, uri)
+
+    @property
+    def suffix(self) -> str:
+        return posixpath.splitext(self.name)[1]
+
+    def __fspath__(self) -> str:
+        """A local location is path-like (`open`, `Path`, `pq.read_table` take it); a remote one is not."""
+        if not self.local:
+            raise TypeError(f"{self.uri}: not a local path")
+        return self.path
+
+    def __truediv__(self, part: str) -> Location:
+        return self.join(part)
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def as_path(self) -> Path:
+        """The local path (only for a local location)."""
+        if not self.local:
+            raise StorageError(f"{self.uri}: not a local path")
+        return Path(self.path)
+
+
+def _split_query(uri: str) -> tuple[str, str]:
+    base, sep, query = uri.partition("?")
+    return base, sep + query
+
+
+def _uri_join(uri: str, piece: str) -> str:
+    base, query = _split_query(uri)
+    return f"{base.rstrip('/')}/{piece}{query}"
+
+
+def _uri_dirname(uri: str) -> str:
+    base, query = _split_query(uri)
+    base = base.rstrip("/")
+    if is_uri(base) and base.count("/") <= 2:  # a bucket has no parent
+        return base + query
+    return (base.rsplit("/", 1)[0] or "/") + query
+
+
+def is_uri(text: str | Path) -> bool:
+    """True for `scheme://...` (any scheme, known or not); a plain path otherwise."""
+    return "://" in str(text)
+
+
+def _endpoint_from_env() -> tuple[str | None, str | None]:
+    """`AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` (the AWS CLI's and SDKs' variables) as (host:port, scheme)."""
+    url = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if not url:
+        return None, None
+    parts = urlsplit(url if "://" in url else f"https://{url}")
+    return parts.netloc, parts.scheme
+
+
+def _s3(uri: str, bucket_path: str, query: dict[str, str], timeout: float, retries: int) -> pafs.FileSystem:
+    bad = sorted(set(query) - set(S3_QUERY))
+    if bad:
+        what = "credentials belong in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or ~/.aws, not in the URI" \
+            if any(k in ("access_key", "secret_key", "session_token") for k in bad) else \
+            f"an s3:// URI takes only {', '.join(S3_QUERY)}"
+        raise StorageError(f"{_safe(uri)}: unknown query parameter {bad[0]!r} ({what})")
+    endpoint, scheme = _endpoint_from_env()
+    kwargs: dict = {"endpoint_override": query.get("endpoint_override", endpoint),
+                    "scheme": query.get("scheme", scheme or "https")}
+    region = query.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        kwargs["region"] = region
+    elif kwargs["endpoint_override"]:
+        kwargs["region"] = "us-east-1"  # an S3-compatible server ignores it; no region lookup over the network
+    return pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None}, connect_timeout=min(timeout, 10),
+                             request_timeout=timeout,
+                             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=retries))
+
+
+def _gcs(uri: str, query: dict[str, str], timeout: float) -> pafs.FileSystem:
+    """pyarrow's GCS file system (Google's default credentials), its retries bounded by `timeout`."""
+    bad = sorted(set(query) - set(GCS_QUERY))
+    if bad:
+        raise StorageError(f"{uri}: unknown query parameter {bad[0]!r} (a gs:// URI takes only {', '.join(GCS_QUERY)})")
+    return pafs.GcsFileSystem(retry_time_limit=datetime.timedelta(seconds=timeout), **query)
+
+
+def _safe(uri: str) -> str:
+    """The URI without any user:password part, for messages."""
+    parts = urlsplit(uri)
+    if "@" in parts.netloc:
+        return uri.replace(parts.netloc, parts.netloc.rsplit("@", 1)[1], 1)
+    return uri
+
+
+def resolve(target: str | Path | Location, *, flag: str = "", timeout: float = REQUEST_TIMEOUT_S,
+            retries: int = RETRIES) -> Location:
+    """Parse a path or URI into a `Location` (no network access yet); `flag` prefixes error messages."""
+    if isinstance(target, Location):
+        return target
+    text = str(target)
+    pre = f"{flag}: " if flag else ""
+    if not is_uri(text):
+        path = os.path.abspath(os.path.expanduser(text)) if text else ""
+        if not path:
+            raise StorageError(f"{pre}empty path")
+        return Location(pafs.LocalFileSystem(), path, path)
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise StorageError(f"{pre}{_safe(text)}: unknown storage scheme {scheme + '://'!r}; use a local path, file://, "
+                           "s3:// (AWS or an S3-compatible server) or gs://")
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost") or parts.query:
+            raise StorageError(f"{pre}{text}: a file:// URI is file:///absolute/path")
+        return Location(pafs.LocalFileSystem(), parts.path or "/", parts.path or "/")
+    if "@" in parts.netloc:
+        raise StorageError(f"{pre}{_safe(text)}: credentials in the URI are refused; set AWS_ACCESS_KEY_ID / "
+                           "AWS_SECRET_ACCESS_KEY (or ~/.aws, an instance role) on every node instead")
+    if not parts.netloc:
+        raise StorageError(f"{pre}{text}: no bucket; write {scheme}://BUCKET/PREFIX")
+    bucket_path = (parts.netloc + parts.path).rstrip("/")
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    uri = f"{scheme}://{bucket_path}" + (f"?{parts.query}" if parts.query else "")
+    try:
+        fs = _s3(uri, bucket_path, query, timeout, retries) if scheme == "s3" else _gcs(uri, query, timeout)
+    except StorageError as e:
+        raise StorageError(pre + str(e)) from None
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise StorageError(f"{pre}{uri}: {first_line(e)}") from None
+    return Location(fs, bucket_path, uri)
+
+
+def first_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:240] or type(e).__name__
+
+
+def driver_dir(loc: Location, name: str) -> Path:
+    """A directory on this machine for what one run keeps beside `loc` but cannot put there (MLflow's
+    SQLite store, the dashboard site): `loc/name` itself on a local disk, else
+    `$ABACUS_RAY_HOME` (default `~/.abacus-ray`) `/<bucket-prefix>-<hash of the URI>/<name>`."""
+    if loc.local:
+        return Path(loc.path) / name
+    home = Path(os.environ.get("ABACUS_RAY_HOME") or Path.home() / ".abacus-ray").expanduser()
+    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in loc.path)[:80]
+    digest = hashlib.sha256(loc.uri.encode()).hexdigest()[:8]
+    return home / f"{loc.uri.split('://', 1)[0]}-{slug}-{digest}" / name
+
+
+def local_path(target: str | Path, flag: str, what: str) -> Path:
+    """`target` (a path or a file:// URI) as a local path, for an input read on this machine only (a sweep
+    file, a problem file, an official checkpoint); any other URI is refused in one line naming `flag`."""
+    if not is_uri(target):
+        return Path(target)
+    loc = resolve(target, flag=flag)
+    if not loc.local:
+        raise StorageError(f"{flag}: {_safe(str(target))}: {what} is read from this machine's disk; copy it here "
+                           "first (aws s3 cp, gcloud storage cp)")
+    return Path(loc.path)
