@@ -48,7 +48,7 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     done = _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "-q", wheel], tmp)
     assert done.returncode == 0, done.stderr
     purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp).stdout.strip()
-    deps = [p for p in site.getsitepackages() if not Path(p).resolve().is_relative_to(REPO)]
+    deps = site.getsitepackages()  # plain paths: their .pth files (the checkout's editable finder) are not run
     (Path(purelib) / "abacus-ray-test-deps.pth").write_text("\n".join(deps) + "\n")
     elsewhere = tmp / "elsewhere"
     elsewhere.mkdir()
