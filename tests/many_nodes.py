@@ -149,6 +149,26 @@ def longest_room_while_waiting(trials: list[Held], nodes: dict[str, dict[str, fl
     return worst
 
 
+def refusal_problems(out, storage, n_nodes: int) -> list[str]:
+    """How the `ray job submit` of `tests/cluster_sweeps/impossible.py` (`out`, a CompletedProcess) falls
+    short of a refusal before Tune starts, in one line naming the trial and the largest of `n_nodes`."""
+    if out.returncode == 0:
+        return ["the job succeeded"]
+    # `ray job submit` shows the job's log twice (tailed, then in the failure message): one distinct line
+    lines = {line for line in (out.stdout + out.stderr).splitlines() if "can never start" in line}
+    if len(lines) != 1:
+        return [f"{len(lines)} distinct refusal lines:\n" + out.stdout[-3000:] + out.stderr[-3000:]]
+    line = lines.pop()
+    want = ("abacus-ray sweep: error: cluster: trial impossible/resources=cpu_pool:64 needs 1 worker(s) x "
+            "{CPU: 1, cpu_pool: 64}")
+    problems = [] if line.startswith(want) else [f"refusal line {line!r}"]
+    if f"the largest of the cluster's {n_nodes} node(s) offers" not in line:
+        problems.append(f"refusal line {line!r} does not name the largest of {n_nodes} nodes")
+    if (storage / "impossible" / "tune").exists():
+        problems.append("Tune started")
+    return problems
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A sweep's schedule judged from Ray's records (`RECORDS`) and the sweep's own `cluster.parquet`."""

@@ -51,7 +51,7 @@ def test_big_numbers_are_refused_before_work(argv, culprit, ckpt, work, no_ray):
 
 
 def test_a_sweep_just_under_the_trial_bound_expands_and_one_over_is_refused(work, no_ray):
-    per_seed = 2  # fig10_k's tiny preset: k = 3, 12
+    per_seed = 2  # fig10_k's tiny preset: k = 1, 12
     code, out, err = run(["sweep", "fig10_k", "--dry-run", "--seeds", str(MAX_TRIALS // per_seed)])
     assert code == 0 and err == "" and len(json.loads(out)["trials"]) == MAX_TRIALS // per_seed * per_seed
     message = assert_refused(["sweep", "fig10_k", "--dry-run", "--seeds", str(MAX_TRIALS // per_seed + 1)], "--seeds",

@@ -44,7 +44,7 @@ def _models(root: Path) -> dict[str, str]:
 def test_torch_trainer_trials_train_and_evaluate(fig10_run, ray_local):
     df = read_cells(fig10_run / "results")
     assert df["model_id"].nunique() == 2
-    assert sorted(df["model.max_k"].unique()) == [3, 12]
+    assert sorted(df["model.max_k"].unique()) == [1, 12]
     assert len(df) == 2 * 9 and set(df["region"]) == {"id"}
     assert df["trial_id"].notna().all()
     # the checkpoint each row came from is a Ray Train checkpoint of our format, 20 steps in

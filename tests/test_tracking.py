@@ -138,7 +138,7 @@ def test_a_trial_killed_on_every_attempt_fails_alone_and_its_run_ends_failed(ray
 
     trials = load_sweep("fig10_k").expand("tiny", overrides={
         "train.max_steps": 30, "cluster.trainer": "function", "train.report_every_s": 0.5})[:2]
-    doomed, other = trials[0].name, trials[1].name  # fig10_k/max_k=3 and max_k=6
+    doomed, other = trials[0].name, trials[1].name  # fig10_k/max_k=1 and max_k=12
     killer = TrialKiller("_00000_0_")  # Tune's first trial: the first point, `doomed`
     killer.start()
     failures: dict[str, str] = {}
