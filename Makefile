@@ -120,10 +120,11 @@ x10: extrapolation_10x  # the search beyond the paper (docs/results.md §6)
 lint: install
 	$(BIN)/ruff check abacus_ray tests benchmarks sweeps dashboards
 
-# Every benchmark but the long ones with targets of their own (soak, suite-cpu); storage_s3.py starts a
+# Every benchmark but the long ones with targets of their own (soak, suite-cpu) and the one-trial tool
+# demo_settings.py (it takes the trial to train); storage_s3.py starts a
 # SeaweedFS server on loopback and takes about 6 minutes (docs/performance.md, "Object storage").
 bench: install
-	@for b in $(filter-out benchmarks/soak.py benchmarks/suite_cpu.py,$(wildcard benchmarks/*.py)); do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in $(filter-out benchmarks/soak.py benchmarks/suite_cpu.py benchmarks/demo_settings.py,$(wildcard benchmarks/*.py)); do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # `make test`'s CPU by process name, every process counted (Linux process accounting; root and `acct`).
 suite-cpu: install browser-deps
