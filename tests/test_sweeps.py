@@ -51,8 +51,8 @@ def test_sweep_expands_once_into_valid_distinct_trials(name, preset):
 
 def test_expansion_names_trials_by_their_swept_overrides():
     trials = load_sweep("fig10_k").expand("tiny")
-    assert [t.name for t in trials] == [f"fig10_k/max_k={k}" for k in (3, 12)]  # one seed: not swept
-    assert [t.params for t in trials] == [{"model.max_k": k} for k in (3, 12)]
+    assert [t.name for t in trials] == [f"fig10_k/max_k={k}" for k in (1, 12)]  # one seed: not swept
+    assert [t.params for t in trials] == [{"model.max_k": k} for k in (1, 12)]
     assert all(t.config.eval.grids == ("cells:1-5x1-5", "diagonal:1-20") for t in trials)
     assert swept_keys([{"a": 1, "seed": 0}, {"a": 2, "seed": 0}]) == ["a"]
 
