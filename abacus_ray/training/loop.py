@@ -37,7 +37,9 @@ from abacus_ray.model import checkpoint as ckpt
 from abacus_ray.model.memory import check_training_fits
 from abacus_ray.model.positions import OffsetDraw
 from abacus_ray.model.precision import resolve_precision
+from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.seeds import micro_batch_generator, rank_seed, resumed_rank_seed, weights_seed
+from abacus_ray.tasks.stream import TrainStream, pad_batch, padded_length
 from abacus_ray.training.budget import Budget
 from abacus_ray.training.distributed import agree, global_denominator, rank_and_world, wrap_ddp
 from abacus_ray.training.master import working_model
@@ -78,8 +80,6 @@ def _check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path)
 
 def check_fits(cfg: ExperimentConfig, device: str | torch.device) -> None:
     """Refuse a model or a micro-batch that cannot fit `device` (model/memory.py), before anything is built."""
-    from abacus_ray.tasks.stream import padded_length
-
     grad = backprop_limit(cfg.model.recurrences, cfg.train.max_backprop)
     check_training_fits(cfg, device, grad, padded_length(cfg.task))
 
@@ -103,8 +103,6 @@ def _resolve_device(device: str | torch.device) -> torch.device:
 
 def _build_model(cfg: ExperimentConfig, resume_from: str | Path | None) -> tuple[nn.Module, dict | None]:
     """The initial model (same weights on every rank), with the checkpoint's weights and state when resuming."""
-    from abacus_ray.model.transformer import ArithmeticTransformer
-
     seed_all(weights_seed(cfg.seed))  # identical initial weights on every rank
     model = ArithmeticTransformer.for_experiment(cfg)
     if resume_from is None:
@@ -129,7 +127,6 @@ class _Session:
     def __init__(self, cfg: ExperimentConfig, device: torch.device, process_group: Any,
                  report: Callable[[dict], None] | None, root: Path | None, resume_from: str | Path | None,
                  probe: Callable[[nn.Module], dict[str, float]] | None) -> None:
-        from abacus_ray.tasks.stream import TrainStream
 
         self.cfg, self.tc, self.device = cfg, cfg.train, device
         self.process_group, self.report, self.root, self.probe = process_group, report, root, probe
@@ -176,8 +173,6 @@ class _Session:
 
     def _wrap(self) -> tuple[nn.Module, Any, int | None]:
         """DDP over several ranks; a compiled block on batches of one fixed length (see `compile_block`)."""
-        from abacus_ray.tasks.stream import padded_length
-
         net: nn.Module = self.compute
         ddp = None
         if self.world > 1:
@@ -305,8 +300,6 @@ class _Session:
         """The next micro-batch's forward/backward calls, as the progressive loss plans them.
 
         Adds the weighted (detached) losses to `loss_sum` in place; returns the input ids and the token count."""
-        from abacus_ray.tasks.stream import pad_batch
-
         tc, device = self.tc, self.device
         batch = self.stream.batch(self.micro_index, self.mbs, self.rank, self.world)
         if self.fixed_len is not None:
