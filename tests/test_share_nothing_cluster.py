@@ -212,6 +212,12 @@ def test_sweep_on_a_bucket_trains_on_worker_nodes_and_writes_every_cell_once(lab
           f"{sorted(n for n, i in ids.items() if i in trained_on)}; {len(stored)} objects; {seconds:.0f}s")
 
 
+def wait_for_checkpoint(cluster: Cluster, uri: str, job: subprocess.Popen, log: Path) -> None:
+    """Until the job's first training checkpoint is in the bucket (the job still running)."""
+    wait_for(lambda: any("/step-" in p for p in objects(cluster, f"{uri}/fig10_k/train")), 300,
+             "a checkpoint in the bucket", interval=1, alive=lambda: job.poll() is None, context=lambda: tail(log))
+
+
 def test_worker_nodes_lost_mid_training_and_mid_evaluation(lab, clean, tmp_path):
     """SIGKILL the node under a training trial (after its first checkpoint reached the bucket), let a
     fresh node with a (fake) GPU slot join, then SIGKILL that node under the grid evaluation (its GPU
@@ -223,9 +229,7 @@ def test_worker_nodes_lost_mid_training_and_mid_evaluation(lab, clean, tmp_path)
     uri = s3.uri("nodeloss")
     job = start_job(cluster, [*SWEEP, "--storage", uri], tmp_path / "job.log")
     try:
-        wait_for(lambda: any("/step-" in p for p in objects(cluster, f"{uri}/fig10_k/train")), 300,
-                 "a checkpoint in the bucket", interval=1, alive=lambda: job.poll() is None,
-                 context=lambda: tail(tmp_path / "job.log"))
+        wait_for_checkpoint(cluster, uri, job, tmp_path / "job.log")
         victim = wait_for(lambda: node_hosting(cluster, "RayTrainWorker"), 60, "a live Train worker")
         cluster.kill_node(victim)
         killed_training = time.monotonic() - t0
@@ -270,9 +274,7 @@ def test_driver_killed_and_the_same_command_rerun_resumes_from_the_bucket(lab, c
     uri = s3.uri("driver")
     job = start_job(cluster, [*SWEEP, "--storage", uri], tmp_path / "job.log")
     try:
-        wait_for(lambda: any("/step-" in p for p in objects(cluster, f"{uri}/fig10_k/train")), 300,
-                 "a checkpoint in the bucket", interval=1, alive=lambda: job.poll() is None,
-                 context=lambda: tail(tmp_path / "job.log"))
+        wait_for_checkpoint(cluster, uri, job, tmp_path / "job.log")
         driver = wait_for(lambda: driver_of(cluster), 30, "the job's driver on the head")
         driver.kill()
         killed = time.monotonic() - t0

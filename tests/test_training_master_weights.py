@@ -11,22 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from abacus_ray.config import preset
+# the 1 x 2 loop of test_training_loop.py: progressive loss, noise, Abacus k <= 6, and a batch ramp
+# 8 -> 24 whose accumulation exercises the fp32 gradient sums
+from test_training_loop import small
+
 from abacus_ray.model.checkpoint import load_checkpoint, model_id_of
 from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.training.loop import train
 from abacus_ray.training.master import MasterWeights, working_model
-
-# The 1 x 2 loop of test_training_loop.py: progressive loss, noise, Abacus k <= 6, and a batch ramp
-# 8 -> 24 whose accumulation exercises the fp32 gradient sums.
-SMALL = ["model.hidden=32", "model.intermediate=64", "model.heads=4", "model.layers=1", "model.recurrences=2",
-         "model.abacus_table=16", "model.max_k=6", "task.train_max_len=3", "train.lr=3e-3",
-         "train.micro_batch=8", "train.global_batch=24", "train.batch_ramp=0.6", "train.budget_hours=1000",
-         "train.report_every_s=1000", "train.checkpoint_every_min=1000"]
-
-
-def small(*extra):
-    return preset("tiny", SMALL + list(extra))
 
 
 def test_working_copy_is_bf16_and_gradients_accumulate_in_fp32_on_the_master():

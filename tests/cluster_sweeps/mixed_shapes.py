@@ -3,6 +3,8 @@ small grid evaluation of every model: two waves of each shape on its nodes."""
 
 import sys
 
+from trial_shapes import one_model_each  # beside this script
+
 from abacus_ray.cli.sweep import main
 from abacus_ray.sweep import Sweep
 
@@ -13,17 +15,12 @@ from abacus_ray.sweep import Sweep
 # `function` trials: the loop runs in the Tune trial, no Train worker group to start.
 KINDS = [({"cluster.resources": "accel:1"}, 2), ({"cluster.resources": "cpu_pool:2", "cluster.cpus_per_worker": 2, "train.max_steps": 40}, 1),
          ({"cluster.resources": "cpu_pool:1"}, 4)]
-# a learning rate of its own per trial: seven different models (equal weights would share one model id)
-SHAPES: list[dict] = []
-for shape, n in KINDS:
-    for _ in range(n):
-        SHAPES.append({**shape, "train.lr": round(1e-3 - 2e-5 * len(SHAPES), 6)})
 
 SWEEP = Sweep(
     name="mixed_shapes",
     caption=__doc__.splitlines()[0],
     base={"cluster.trainer": "function", "train.max_steps": 120, "train.budget_hours": 1000.0, "eval.per_cell": 2},
-    variants=SHAPES,
+    variants=one_model_each(KINDS),
     seeds=1,
     grids=("cells:1-4x1-4",),
 )
