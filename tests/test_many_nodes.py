@@ -4,9 +4,9 @@ submit` with the token, judged from Ray's own records (the state API's actors an
 The cluster (in a loopback-only network namespace, `tests/raycluster.py`): a head with 1 CPU (the
 sweep's driver) and 8 worker nodes whose custom resources stand for GPU kinds: two `h100` nodes
 (2 slots each), two `a4000` nodes (1), one `l4` node (1) and three CPU nodes (`cpu_pool`, 2 each).
-The sweep (`tests/cluster_sweeps/many_nodes.py`) has two waves' worth of trials of each kind,
-`function` trials of 40 steps. Shown: every trial ran on a node that has its kind and never
-overfilled it; no node had room for a waiting trial for longer than Ray's and Tune's hand-over
+The sweep (`tests/cluster_sweeps/many_nodes.py`) has two waves' worth of trials of each kind, `function`
+trials of 40 steps (the two-unit CPU trials 20). Shown: every trial ran on a node that has its kind and
+never overfilled it; no node had room for a waiting trial for longer than Ray's and Tune's hand-over
 latency; the trial slots were >= 85 % busy over the sweep's span; the sweep's own `cluster.parquet`
 agrees with Ray's records; and a sweep holding one trial no node can hold is refused with one line.
 `ABACUS_MANY_NODES_OUT=DIR` keeps the records and `cluster.parquet` (docs/performance.md, "Many nodes").
