@@ -3,11 +3,13 @@
 Without Ray: what a run keeps (the loop's metrics, not Tune's pid/timestamp/done), its artifacts
 (`config.json`, the trial's cells as `cells.parquet`), runs a stopped sweep left RUNNING, and the line
 that names failed trials. With Ray: a trial whose process is killed on every attempt fails after
-Tune's retries while the other trial finishes, and its run ends FAILED.
+Tune's retries, and a trial whose loss stops being finite is stopped by the loop without retries (a
+rerun would diverge again), while the other trial finishes; both runs end FAILED.
 """
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -131,30 +133,40 @@ class TrialKiller(threading.Thread):
 @pytest.mark.ray
 @pytest.mark.slow
 @pytest.mark.cost(40)
-def test_a_trial_killed_on_every_attempt_fails_alone_and_its_run_ends_failed(ray_local, tmp_path):
+def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_local, tmp_path):
     from abacus_ray import storage
     from abacus_ray.cli.sweep import load_sweep
-    from abacus_ray.cluster.driver import MAX_TRIAL_FAILURES, train_all
+    from abacus_ray.cluster.driver import MAX_TRIAL_FAILURES, failure_line, train_all
+    from abacus_ray.sweep import Trial
 
     trials = load_sweep("fig10_k").expand("tiny", overrides={
         "train.max_steps": 30, "cluster.trainer": "function", "train.report_every_s": 0.5})[:2]
     doomed, other = trials[0].name, trials[1].name  # fig10_k/max_k=1 and max_k=12
+    # a third trial whose loss overflows within a few steps (lr 1e3): stopped by the loop, never retried;
+    # under a TorchTrainer, so that the report reaches the driver through Ray Train too
+    spoiled = Trial(trials[1].config.with_overrides({"name": "fig10_k/lr=1000", "train.lr": 1e3,
+                                                     "cluster.trainer": "torch"}), {"lr": 1e3})
     killer = TrialKiller("_00000_0_")  # Tune's first trial: the first point, `doomed`
     killer.start()
     failures: dict[str, str] = {}
     try:
-        finished = train_all("fig10_k", "tiny", trials, storage.resolve(tmp_path / "fig10_k"), failures=failures)
+        finished = train_all("fig10_k", "tiny", [*trials, spoiled], storage.resolve(tmp_path / "fig10_k"),
+                             failures=failures)
     finally:
         killer.stop.set()
         killer.join()
     assert [src.run_id for src, _ in finished] == [other]  # the other trial finished
-    assert list(failures) == [doomed] and "Error" in failures[doomed], failures
+    assert sorted(failures) == sorted([doomed, spoiled.name]) and "Error" in failures[doomed], failures
+    assert re.fullmatch(r"diverged at step \d+", failures[spoiled.name]), failures
     assert len(killer.killed) == MAX_TRIAL_FAILURES + 1  # every attempt was killed: retried, then failed
+    line = failure_line("fig10_k", 3, failures)
+    assert f"1 of 3 trial(s) diverged (loss not finite; not scored): {spoiled.name} (diverged at step" in line
+    assert spoiled.name not in line.split("diverged (loss")[0]  # not among those a rerun retries
 
     client = _client(tmp_path / "fig10_k")
     runs = {r.data.tags["abacus_run"]: r for r in client.search_runs(
         [client.get_experiment_by_name("fig10_k").experiment_id])}
-    assert {k: r.info.status for k, r in runs.items()} == {doomed: "FAILED", other: "FINISHED"}
+    assert {k: r.info.status for k, r in runs.items()} == {doomed: "FAILED", other: "FINISHED", spoiled.name: "FAILED"}
     done = runs[other]
     assert done.data.metrics["step"] == 30 and not {"pid", "timestamp", "done"} & set(done.data.metrics)
     assert "config.json" in [a.path for a in client.list_artifacts(done.info.run_id)]

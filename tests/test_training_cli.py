@@ -1,5 +1,7 @@
 """`abacus-ray train`: checkpoints in --out, --resume, progress lines and one-line errors."""
 
+import re
+
 from abacus_ray.cli import main
 from abacus_ray.cli.train import progress_text
 from abacus_ray.model.checkpoint import latest_checkpoint, load_checkpoint
@@ -33,6 +35,20 @@ def test_train_resume_and_errors(tmp_path, capsys):
     assert "--resume: no checkpoint" in capsys.readouterr().err
     assert main(["train", "--out", str(tmp_path / "x"), "--set", "train.lr=-1"]) == 2
     assert "train.lr: must be > 0" in capsys.readouterr().err
+
+
+def test_a_diverging_run_stops_and_saves_nothing_of_its_spoiled_weights(tmp_path, capsys):
+    out = tmp_path / "run"
+    # lr 1e3 overflows the loss within a few steps; a checkpoint after every step until then
+    assert main(["train", "--out", str(out), "--set", "train.max_steps=30", "--set", "train.lr=1e3",
+                 "--set", "train.checkpoint_every_min=1e-9", *SMALL]) == 1
+    captured = capsys.readouterr()
+    found = re.search(r"^train: diverged at step (\d+) \(the loss was not finite\)", captured.err, re.M)
+    assert found and 1 < int(found.group(1)) < 30, captured.err[-2000:]
+    assert "checkpoint:" not in captured.out and "weights_only" not in captured.err
+    last = latest_checkpoint(out)  # the step before: its weights are finite, so it loads
+    assert load_checkpoint(last).meta["step"] == int(found.group(1)) - 1
+    assert f"the last checkpoint is {last}; lower train.lr" in captured.err
 
 
 def test_progress_text():

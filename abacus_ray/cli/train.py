@@ -152,9 +152,17 @@ def handler(args: argparse.Namespace) -> int:
     report = ProgressLine(sys.stderr) if loc.local else Mirror(ProgressLine(sys.stderr), loc)
     result = train(cfg, device, report=report, checkpoint_dir=out,
                    resume_from=fetch(latest) if args.resume else None)
+    diverged = result.metrics.get("diverged_at_step")
     if not loc.local:
-        report.copy(result.checkpoint)
+        if diverged is None:
+            report.copy(result.checkpoint)
         storage.delete(out, quiet=True)  # the local staging copy
+    if diverged is not None:  # the loop saved nothing of the spoiled weights; earlier checkpoints stand
+        last = latest_checkpoint(loc)
+        kept = f"the last checkpoint is {last}" if last is not None else "no checkpoint was written before"
+        print(f"train: diverged at step {diverged} (the loss was not finite); its weights were not saved, {kept}; "
+              "lower train.lr or change the config", file=sys.stderr)
+        return 1
     print(f"checkpoint: {result.checkpoint if loc.local else loc / Path(result.checkpoint).name}")
     print(f"model_id: {result.model_id}")
     return 0

@@ -72,16 +72,22 @@ def failure_reason(error: BaseException) -> str:
 
 
 EVALUATION = "evaluation"  # the `failures` key of an evaluation stopped by lost actors
+DIVERGED = "diverged"  # how a trial's failure reason starts when its loss stopped being finite (`train`)
 
 
 def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
     """The sweep's closing line naming every trial that failed, with why."""
-    trials = {k: v for k, v in failures.items() if k != EVALUATION}
+    trials = {k: v for k, v in failures.items() if k != EVALUATION and not v.startswith(DIVERGED)}
+    diverged = {k: v for k, v in failures.items() if k != EVALUATION and v.startswith(DIVERGED)}
     parts = []
     if trials:
         named = "; ".join(f"{run} ({why})" for run, why in sorted(trials.items()))
         parts.append(f"{len(trials)} of {total} trial(s) failed: {named}; the others finished. Rerun the same "
                      "command to retry them (finished trials are kept)")
+    if diverged:  # a rerun would diverge again (a run is a pure function of its config): a config to change
+        named = "; ".join(f"{run} ({why})" for run, why in sorted(diverged.items()))
+        parts.append(f"{len(diverged)} of {total} trial(s) diverged (loss not finite; not scored): {named}; "
+                     "a lower train.lr or another config is needed")
     if EVALUATION in failures:
         parts.append(f"evaluation stopped ({failures[EVALUATION]}); rerun the same command to evaluate the "
                      "missing cells")
@@ -143,6 +149,10 @@ def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]
         if path is None and trial_id:  # fall back to the Train run's newest checkpoint in storage
             found = latest_checkpoint(root / "train" / f"train-{trial_id}")
             path = str(found) if found else None
+        if metrics.get("diverged_at_step") is not None:  # the loop stopped it, its weights spoiled: not scored
+            failed.append(run_name)
+            errors[run_name] = f"{DIVERGED} at step {metrics['diverged_at_step']}"
+            continue
         # An interrupted sweep returns running trials too: only a trial whose last report says
         # `final` is done; evaluating a half-trained checkpoint would mix it into the results.
         if result.error is not None or path is None or not metrics.get("final"):

@@ -180,17 +180,23 @@ def _log_cells(client, run_id: str, cells) -> None:
 
 def close_runs(root: Path | str, experiment: str, outcome: dict[str, str]) -> int:
     """End the runs a sweep left RUNNING: FAILED for trials in `outcome` marked "failed" (and for any
-    run of a trial the sweep never reported), KILLED for those marked "stopped". Returns runs ended."""
+    run of a trial the sweep never reported), KILLED for those marked "stopped". A run Tune ended
+    FINISHED whose trial is marked "failed" (it diverged: its function returned) becomes FAILED too.
+    Returns runs ended."""
     _quiet_mlflow()
     client = mlflow.tracking.MlflowClient(tracking_uri=store_uri(root))
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return 0
     ended = 0
-    for run in client.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'"):
-        state = outcome.get(run.data.tags.get(RUN_TAG, ""), "failed")
-        if state == "finished":
-            continue
-        client.set_terminated(run.info.run_id, status="KILLED" if state == "stopped" else "FAILED")
-        ended += 1
+    for run in client.search_runs([exp.experiment_id]):
+        name = run.data.tags.get(RUN_TAG, "")
+        state = outcome.get(name, "failed")
+        if run.info.status == "RUNNING":
+            end = state != "finished"
+        else:  # ended by Tune: a diverged trial returned normally, yet it failed
+            end = run.info.status != "FAILED" and outcome.get(name) == "failed"
+        if end:
+            client.set_terminated(run.info.run_id, status="KILLED" if state == "stopped" else "FAILED")
+            ended += 1
     return ended

@@ -35,7 +35,8 @@ from abacus_ray.training.loop import train
 
 MAX_FAILURES = 3  # worker-group restarts per trial before the trial errors
 REPORTED_KEYS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "tokens_per_s", "samples_per_s",
-                 "budget_fraction", "device_hours", "eta_s", "elapsed_s", "world_size", "final", "model_id", "mfu")
+                 "budget_fraction", "device_hours", "eta_s", "elapsed_s", "world_size", "final", "model_id", "mfu",
+                 "diverged_at_step")
 
 
 def run_name(result) -> str:

@@ -17,6 +17,11 @@ Reports: `report(dict)` is called every `report_every_s` seconds of agreed wall 
 checkpoint is written (the dict then carries `checkpoint` and `model_id` on rank 0) and once at the
 end (`final: True`). Under DDP every rank calls it at the same steps (Ray Train wants all workers to
 report); only rank 0 writes checkpoints.
+
+Divergence: a step whose loss (agreed over ranks) is not finite has already spoiled the weights (the
+optimiser stepped on NaN gradients), so training stops there without saving them; the final report
+carries `diverged_at_step` and no checkpoint, and the run's last finite checkpoint stays as it was.
+Under fp16 the grad scaler skips such steps instead, so fp16 runs are not stopped.
 """
 
 from __future__ import annotations
@@ -153,6 +158,7 @@ class _Session:
         self.peak = peak_flops(device)
         self.losses: list[float] = []
         self.probed: dict[str, float] = {}
+        self.diverged_at: int | None = None  # the step whose loss was not finite (see the module docstring)
 
     def _restore(self, saved_state: dict | None) -> tuple[int, int]:
         """Load the optimiser, scaler, budget and RNG state of a resumed run (or seed a fresh one).
@@ -227,6 +233,8 @@ class _Session:
                    "world_size": self.world, "final": final, "checkpoint": saved[0] if saved else None,
                    "model_id": saved[1] if saved else None}
         metrics.update(self.probed)
+        if self.diverged_at is not None:
+            metrics["diverged_at_step"] = self.diverged_at
         if self.peak is not None and rates["mean_seq_len"] > 0:
             flops = self.model.flops_per_token(round(rates["mean_seq_len"]), self.depth_total,
                                                grad_recurrences=self.depth_grad)
@@ -248,12 +256,14 @@ class _Session:
         self.session = Window(start_s=self.window.start_s)  # the final report's rates cover the whole session
         self.last_report_s = self.last_ckpt_s = self.window.start_s
         lr = 0.0
-        while (fraction := budget.fraction()) < 1.0:
+        while (fraction := budget.fraction()) < 1.0 and self.diverged_at is None:
             lr = self.step(fraction)
         fraction = budget.fraction()
-        if self.probe is not None and budget.step % self.cfg.eval.probe_every != 0:
-            self.run_probe()
-        final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)  # periodic saves stop short of f = 1
+        final_saved = None
+        if self.diverged_at is None:
+            if self.probe is not None and budget.step % self.cfg.eval.probe_every != 0:
+                self.run_probe()
+            final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)  # periodic saves stop short of f = 1
         metrics = self.emit(self.session, fraction, lr, final=True, saved=final_saved)
         self.model.drop_compiled_block()  # the trained model is handed on eager
         self.model.eval()
@@ -278,6 +288,9 @@ class _Session:
         if self.master is not None:
             self.master.publish()
         step_loss = self.count_step(accum, float(loss_sum) / accum, tokens, positions, seq_sum)
+        if not math.isfinite(step_loss) and not self.scaler.is_enabled():  # every rank agrees (`sync`)
+            self.diverged_at = self.budget.step
+            return lr
         self.checkpoint_probe_report(step_loss, lr)
         return lr
 
