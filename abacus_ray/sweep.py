@@ -1,9 +1,10 @@
 """A paper figure as a sweep: a preset, fixed overrides, variants x axes x seeds, evaluation grids.
 
 A figure's module in `abacus_ray/figures/` (or a sweep file of one's own) declares one `Sweep` whose
-caption is the figure's; `Sweep.expand` turns it into `Trial`s once, each holding its fully resolved `ExperimentConfig` (name = the run's name, eval
-grids = the figure's). Those objects are what `abacus-ray sweep --dry-run` prints, what the Ray layer
-trains (`cluster/driver.py`) and evaluates, and what `sweep.json` records. Pure: no Ray here.
+caption is the figure's; `Sweep.expand` turns it into `Trial`s once, each holding its fully resolved
+`ExperimentConfig` (name = the run's name, eval grids = the figure's). Those objects are what
+`abacus-ray sweep --dry-run` prints, what the Ray layer trains (`cluster/driver.py`) and evaluates, and
+what `sweep.json` records. Pure: no Ray here.
 The `tiny` preset scales a figure down to CPU-minutes while keeping its axes.
 """
 

@@ -2,11 +2,10 @@
 evaluated through Ray Data into Parquet, then drawn as dashboards.
 
 NAME is a figure (`fig10_k`: its sweep ships in `abacus_ray/figures/`) or the path of a sweep file.
-`python sweeps/fig10_k.py [flags]` (also under `ray job submit`) is the same command. `--dry-run`
-prints the expanded trials, each with its full resolved config, and starts nothing: check a sweep here
-before spending GPU-hours on it (it checks what the real run checks before Ray starts, `--storage`
-probed included). Every flag is
-validated before Ray is imported or started: bad input costs no cluster time.
+`python sweeps/fig10_k.py [flags]` (also under `ray job submit`) is the same command. `--dry-run` prints
+the expanded trials, each with its full resolved config, and starts nothing: check a sweep here before
+spending GPU-hours on it (it checks what the real run checks before Ray starts, `--storage` probed
+included). Every flag is validated before Ray is imported or started: bad input costs no cluster time.
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ def resolved_compile(compile_block: bool | None, device_type: str) -> bool:
     if compile_block is None:
         return device_type == "cuda"
     return compile_block
+
+
 # How the workers of a multi-worker trial draw the Abacus offset and the progressive-loss depth of a
 # micro-batch: "per_worker" each its own (the official code seeds every rank with seed + 10 x rank,
 # docs/fidelity.md), "shared" one value for all (the whole global micro-batch sees one offset and depth).

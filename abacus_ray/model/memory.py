@@ -38,7 +38,6 @@ def device_memory(device: torch.device | str) -> int:
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         return int(torch.cuda.mem_get_info(index)[1])
-
     return int(psutil.virtual_memory().total)
 
 

@@ -132,7 +132,6 @@ class _Session:
     def __init__(self, cfg: ExperimentConfig, device: torch.device, process_group: Any,
                  report: Callable[[dict], None] | None, root: Path | None, resume_from: str | Path | None,
                  probe: Callable[[nn.Module], dict[str, float]] | None) -> None:
-
         self.cfg, self.tc, self.device = cfg, cfg.train, device
         self.process_group, self.report, self.root, self.probe = process_group, report, root, probe
         self.rank, self.world = rank_and_world(process_group)
