@@ -96,8 +96,10 @@ browser-deps: install
 		echo "browser-deps: no 'ip' (iproute2): the multi-node tests' network namespace will fail"
 
 # `make fig10_k` (or `make fig10`): the paper preset of that figure on the cluster at RAY_ADDRESS.
+# FLAGS adds sweep flags (later flags win), e.g. FLAGS="--set cluster.use_gpu=true --seeds 1".
+FLAGS ?=
 $(FIGURES): install
-	RAY_ADDRESS=$(RAY_ADDRESS) $(BIN)/python sweeps/$@.py --preset paper --storage $(STORAGE)
+	RAY_ADDRESS=$(RAY_ADDRESS) $(BIN)/python sweeps/$@.py --preset paper --storage $(STORAGE) $(FLAGS)
 fig3: fig3_embeddings
 fig4: fig4_depth_recurrence
 fig5: fig5_add_sub

@@ -19,7 +19,7 @@ from abacus_ray.cli import check_device, check_readable
 from abacus_ray.config.dicts import check_text
 from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
 from abacus_ray.config.train import PRECISIONS
-from abacus_ray.evaluation.grids import resolve_grid, resolve_grid_names
+from abacus_ray.evaluation.grids import GRIDS, resolve_grid, resolve_grid_names
 
 
 def register(subparsers) -> None:
@@ -30,8 +30,7 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, metavar="RESULTS",
                    help="results directory (created if missing) or an object-store URI (s3://BUCKET/PREFIX, gs://...)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--grid", help="named grid: paper-addition, paper-addition-long, paper-subtraction, "
-                                  "paper-multiplication, paper-sorting, paper-or, tiny-addition")
+    g.add_argument("--grid", help=f"named grid: {', '.join(GRIDS)}")
     g.add_argument("--cells", help="rectangle(s) ROWSxCOLS, e.g. 1-20x1-20 or 1-20x1-20+30x30")
     g.add_argument("--diagonal", help="i = j lengths, e.g. 101-160, 200-1000:100 or 13,15,20")
     g.add_argument("--problems", metavar="FILE",
