@@ -10,7 +10,7 @@ import torch.multiprocessing as mp
 
 from abacus_ray.config import preset
 from abacus_ray.evaluation.probe import Probe
-from abacus_ray.model.checkpoint import latest_checkpoint, load_checkpoint
+from abacus_ray.model.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from abacus_ray.tasks.stream import padded_length
 from abacus_ray.tasks.tokenizer import get_tokenizer
 from abacus_ray.training.loop import train
@@ -116,6 +116,32 @@ def test_precision_and_loss_options_run():
                   ["train.mask_before_equals=false", "train.alpha=0.5"], ["model.init_state=zeros"]):
         result = train(small(*base, *extra))
         assert len(result.losses) == 2 and all(math.isfinite(x) for x in result.losses), extra
+
+
+@pytest.mark.parametrize("clip", ["0.5", "0"])
+def test_a_finite_loss_with_infinite_gradients_stops_the_run_before_the_weights_move(tmp_path, clip):
+    """From step 4 on a gradient hook makes one weight's gradient infinite while the loss stays finite,
+    as an overflowing backward does on some kernel sets. The clip factor (or, unclipped, AdamW) would
+    turn that into NaN weights; the loop stops at step 4 before the optimiser runs and saves nothing:
+    every checkpoint kept loads, the last is step 3's, and the model handed back is step 3's."""
+    steps_done = []
+
+    def arm(model):  # the probe is the loop's one callback that sees the training model (at the start)
+        if not steps_done:
+            steps_done.append(0)
+            model.tok.weight.register_hook(lambda g: torch.full_like(g, math.inf) if steps_done[-1] >= 3 else g)
+        return {}
+
+    cfg = small("train.max_steps=8", "train.checkpoint_every_min=1e-9", f"train.grad_clip={clip}")
+    result = train(cfg, report=lambda m: steps_done.append(m["step"]), checkpoint_dir=tmp_path, probe=arm)
+    assert result.metrics["diverged_at_step"] == 4 and result.metrics["step"] == 3
+    assert result.checkpoint is None and result.metrics["checkpoint"] is None
+    assert len(result.losses) == 3 and all(math.isfinite(x) for x in result.losses)
+    kept = [load_checkpoint(c) for c in list_checkpoints(tmp_path)]  # each checked: finite, hash matches
+    assert [c.meta["step"] for c in kept] == [2, 3]
+    assert latest_checkpoint(tmp_path).name == "step-000000003"
+    assert all(torch.isfinite(v).all() for v in result.model.state_dict().values() if v.is_floating_point())
+    assert result.model_id == kept[-1].model_id
 
 
 def _ddp_worker(rank, world, store, cfg_dict, out):

@@ -160,8 +160,8 @@ def handler(args: argparse.Namespace) -> int:
     if diverged is not None:  # the loop saved nothing of the spoiled weights; earlier checkpoints stand
         last = latest_checkpoint(loc)
         kept = f"the last checkpoint is {last}" if last is not None else "no checkpoint was written before"
-        print(f"train: diverged at step {diverged} (the loss was not finite); its weights were not saved, {kept}; "
-              "lower train.lr or change the config", file=sys.stderr)
+        print(f"train: diverged at step {diverged} (its loss or gradient norm was not finite); the weights were "
+              f"not updated or saved, {kept}; lower train.lr or change the config", file=sys.stderr)
         return 1
     print(f"checkpoint: {result.checkpoint if loc.local else loc / Path(result.checkpoint).name}")
     print(f"model_id: {result.model_id}")

@@ -2,7 +2,8 @@
 
 Every rank must take the same decisions (accumulation count, stop, report, checkpoint), or the
 gradient all-reduce deadlocks. The loop therefore adopts rank 0's clock once per optimiser step, in
-the same all-reduce that averages the step's loss and sums its tokens.
+the same all-reduce that sums the step's loss, its tokens and the ranks' gradient norms (before the
+optimiser runs, so that all ranks stop alike at a non-finite one).
 """
 
 from __future__ import annotations

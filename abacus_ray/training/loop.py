@@ -18,10 +18,10 @@ checkpoint is written (the dict then carries `checkpoint` and `model_id` on rank
 end (`final: True`). Under DDP every rank calls it at the same steps (Ray Train wants all workers to
 report); only rank 0 writes checkpoints.
 
-Divergence: a step whose loss (agreed over ranks) is not finite has already spoiled the weights (the
-optimiser stepped on NaN gradients), so training stops there without saving them; the final report
-carries `diverged_at_step` and no checkpoint, and the run's last finite checkpoint stays as it was.
-Under fp16 the grad scaler skips such steps instead, so fp16 runs are not stopped.
+Divergence: a step whose loss or gradient norm (both agreed over ranks, in the all-reduce above) is
+not finite stops the run before the optimiser touches the weights: nothing is saved, the final
+report carries `diverged_at_step` (that step) and no checkpoint, and the run's last checkpoint is the
+last finite one. Under fp16 the grad scaler skips such steps instead, so fp16 runs are not stopped.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class _Session:
         self.peak = peak_flops(device)
         self.losses: list[float] = []
         self.probed: dict[str, float] = {}
-        self.diverged_at: int | None = None  # the step whose loss was not finite (see the module docstring)
+        self.diverged_at: int | None = None  # the step whose loss or gradient norm was not finite
 
     def _restore(self, saved_state: dict | None) -> tuple[int, int]:
         """Load the optimiser, scaler, budget and RNG state of a resumed run (or seed a fresh one).
@@ -195,13 +195,17 @@ class _Session:
             self.probed.update(self.probe(self.model), probe_step=self.budget.step)
         self.model.train()
 
-    def sync(self, loss_sum: float = 0.0, tokens: float = 0.0) -> tuple[float, float]:
-        """Adopt rank 0's clock; sum the step's loss and tokens over ranks."""
-        elapsed, loss_sum, tokens = agree([self.budget.local_elapsed_s(), loss_sum, tokens], rank=self.rank,
-                                          process_group=self.process_group, device=self.device, from_rank0=1)
+    def sync(self, loss_sum: float = 0.0, tokens: float = 0.0,
+             grad_norm: float = 0.0) -> tuple[float, float, float]:
+        """Adopt rank 0's clock; sum the step's loss, tokens and gradient norms over ranks (one all-reduce).
+
+        The summed norm is finite iff every rank's is: all ranks then take the same divergence decision."""
+        elapsed, loss_sum, tokens, grad_norm = agree(
+            [self.budget.local_elapsed_s(), loss_sum, tokens, grad_norm], rank=self.rank,
+            process_group=self.process_group, device=self.device, from_rank0=1)
         if self.world > 1:
             self.budget.set_session_elapsed(elapsed)
-        return loss_sum, tokens
+        return loss_sum, tokens, grad_norm
 
     def save(self, fraction: float, loss: float) -> tuple[str, str] | None:
         """Rank 0 writes a numbered checkpoint (no collective: other ranks may lack a checkpoint_dir)."""
@@ -278,20 +282,29 @@ class _Session:
         lr = tc.lr * lr_multiplier(fraction, tc.warmup, tc.cooldown, first_call=self.budget.step == 0)
         set_lr(self.optimizer, lr)
         loss_sum, tokens, positions, seq_sum = self.accumulate(accum)
-        if tc.grad_clip > 0:
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+        grad_norm = self.unscale_and_clip()
+        step_loss, tokens_all, grad_norm = self.sync(float(loss_sum) / accum, tokens, grad_norm)
+        if not (math.isfinite(step_loss) and math.isfinite(grad_norm)) and not self.scaler.is_enabled():
+            self.diverged_at = self.budget.step + 1  # every rank agrees (`sync`); the weights stay as they are
+            self.optimizer.zero_grad(set_to_none=True)
+            return lr
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         if self.master is not None:
             self.master.publish()
-        step_loss = self.count_step(accum, float(loss_sum) / accum, tokens, positions, seq_sum)
-        if not math.isfinite(step_loss) and not self.scaler.is_enabled():  # every rank agrees (`sync`)
-            self.diverged_at = self.budget.step
-            return lr
+        self.count_step(accum, step_loss, int(tokens_all), positions, seq_sum)
         self.checkpoint_probe_report(step_loss, lr)
         return lr
+
+    def unscale_and_clip(self) -> float:
+        """Unscale the gradients (fp16), clip them to `train.grad_clip` (0: no clipping) and return their
+        total norm, this rank's (a host synchronisation: the step must know it before the optimiser runs)."""
+        self.scaler.unscale_(self.optimizer)  # a no-op without fp16's scaler
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if self.tc.grad_clip > 0:
+            return float(torch.nn.utils.clip_grad_norm_(params, self.tc.grad_clip))
+        return float(torch.nn.utils.get_total_norm([p.grad for p in params]))
 
     def accumulate(self, accum: int) -> tuple[torch.Tensor, int, int, int]:
         """Forward and backward `accum` micro-batches into the gradients (DDP syncs on the last call only).
@@ -341,21 +354,18 @@ class _Session:
             loss_sum += ce.detach() * call.weight
         return ids, int(batch.lengths.sum())
 
-    def count_step(self, accum: int, loss: float, tokens: int, positions: int, seq_sum: int) -> float:
-        """Advance the budget and the report windows by one step; recompute the batch size from the ramp.
-
-        Returns the step's loss averaged over ranks."""
+    def count_step(self, accum: int, step_loss: float, tokens_all: int, positions: int, seq_sum: int) -> None:
+        """Advance the budget and the report windows by one step (loss and tokens already agreed over
+        ranks); recompute the batch size from the ramp."""
         budget = self.budget
         budget.step += 1
         budget.samples += accum * self.mbs_eff
-        step_loss, tokens_all = self.sync(loss, tokens)
-        self.tokens_total += int(tokens_all)
+        self.tokens_total += tokens_all
         self.losses.append(step_loss)
         for w in (self.window, self.session):
-            w.add_step(samples=accum * self.mbs_eff, tokens=int(tokens_all), positions=positions * self.world,
+            w.add_step(samples=accum * self.mbs_eff, tokens=tokens_all, positions=positions * self.world,
                        loss=step_loss, seq_len_sum=seq_sum, micro_batches=accum)
         self.batch_size = ramped_batch_size(budget.fraction(), self.tc.global_batch, self.mbs_eff, self.tc.batch_ramp)
-        return step_loss
 
     def checkpoint_probe_report(self, step_loss: float, lr: float) -> None:
         """A periodic checkpoint, a probe every `eval.probe_every` steps, and a report when either ran or is due."""
