@@ -205,3 +205,62 @@ def test_gcs_uris_resolve_without_network():
     assert type(loc.fs).__name__ == "GcsFileSystem" and loc.path == "bkt/runs" and str(loc / "x") == "gs://bkt/runs/x"
     with pytest.raises(StorageError, match="unknown query parameter 'token'"):
         storage.resolve("gs://bkt/runs?token=abc")
+
+
+def _visible(loc) -> dict[str, bytes] | None:
+    """What a reader of a checkpoint-like directory gets: None while it counts as absent (no meta.json,
+    or `download` refuses it), else every file `download` copies."""
+    import tempfile
+
+    if not storage.exists(loc / "meta.json"):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            storage.download(loc, tmp)
+        except FileNotFoundError:
+            return None
+        return {p.relative_to(tmp).as_posix(): p.read_bytes() for p in Path(tmp).rglob("*") if p.is_file()}
+
+
+def test_a_directory_on_object_storage_is_never_seen_half_done(s3_env, monkeypatch, tmp_path):
+    """`write_dir` on S3: an interrupted replace leaves the directory absent, never old and new files
+    mixed, during or after; a finished one holds exactly its own files; `replace=False` keeps it."""
+    from abacus_ray.storage import dirs
+
+    loc = storage.resolve(s3_env.uri(f"dir-{os.getpid()}")) / "step-000000001"
+    old = {"meta.json": b"old meta", "model.pt": b"old weights", "stale.txt": b"only in the old one"}
+    storage.write_dir(loc, old, last="meta.json")
+    assert _visible(loc) == old
+    new = {"meta.json": b"new meta", "model.pt": b"new weights", "sub/state.pt": b"new state"}
+    seen, put = [], dirs._put
+
+    def crash_after_one(local, target):  # the write dies between two files, as a killed process would
+        seen.append(_visible(loc))  # what a reader sees at that moment
+        if len(seen) == 2:
+            raise OSError("connection lost")
+        put(local, target)
+
+    with monkeypatch.context() as m, pytest.raises(OSError, match="connection lost"):
+        m.setattr(dirs, "_put", crash_after_one)
+        storage.write_dir(loc, new, last="meta.json")
+    assert seen == [None, None] and _visible(loc) is None  # absent during and after: never a mix
+    storage.write_dir(loc, new, last="meta.json")
+    assert _visible(loc) == new
+    assert sorted(c.name for c in storage.listdir(loc)) == [dirs.MANIFEST, "meta.json", "model.pt", "sub"]
+    storage.write_dir(loc, {"meta.json": b"third"}, replace=False)  # a finished directory is kept
+    assert _visible(loc) == new
+    storage.write_bytes(loc / "model.pt", b"changed behind the manifest")  # a mix, as a racing writer leaves
+    with pytest.raises(FileNotFoundError, match="incomplete directory"):
+        storage.download(loc, tmp_path / "copy")
+    assert list((tmp_path / "copy").iterdir()) == []  # refused: nothing of it copied
+    crashed = loc.parent / "step-000000002"  # a first write interrupted: absent, and replace=False rewrites it
+    with monkeypatch.context() as m, pytest.raises(OSError, match="disk gone"):
+        m.setattr(dirs, "_put", lambda local, target: (_ for _ in ()).throw(OSError("disk gone")))
+        storage.write_dir(crashed, new, last="meta.json")
+    storage.write_dir(crashed, new, last="meta.json", replace=False)
+    assert _visible(crashed) == new
+    (tmp_path / "up" / "sub").mkdir(parents=True)  # a checkpoint made on this disk, then copied up whole
+    for name, data in new.items():
+        (tmp_path / "up" / name).write_bytes(data)
+    storage.upload(tmp_path / "up", crashed, last="meta.json")
+    assert _visible(crashed) == new

@@ -27,18 +27,21 @@ The API, all taking a `Location` or anything `resolve` accepts:
     exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc, "meta.json")
     read_bytes, read_text, write_bytes, write_text, copy_file (atomic), delete
     read_parquet, read_parquet_schema, open_parquet, write_parquet (atomic)
-    write_files(loc, {name: data})             # several files of a directory (a site's pages)
-    write_dir(loc, {name: data}, fill=...)     # a whole directory, atomically (a checkpoint)
-    upload(local_dir, loc), download(loc, local_dir)   # whole directories (pyarrow.fs.copy_files)
+    write_files(loc, {name: data})             # several files of a directory, each whole (a site's pages)
+    write_dir(loc, {name: data}, fill=...)     # a whole directory (a checkpoint), never seen half done:
+                                               # renamed into place on a disk, published by its manifest
+                                               # on an object store (`dirs` says what holds on each)
+    upload(local_dir, loc), download(loc, local_dir)   # whole directories to and from this machine
 
 `StorageError` is a `ValueError`: the command line prints it as one line and exits 2. The modules:
-`location` (parsing into a `Location`), `files` (reads and atomic writes), `probe` (checks before work).
+`location` (parsing into a `Location`), `files` (files and Parquet, atomic writes), `dirs` (whole
+directories), `probe` (checks before work).
 """
 
+from abacus_ray.storage.dirs import download, upload, write_dir, write_files
 from abacus_ray.storage.files import (
     copy_file,
     delete,
-    download,
     exists,
     file_info,
     find,
@@ -52,10 +55,7 @@ from abacus_ray.storage.files import (
     read_parquet,
     read_parquet_schema,
     read_text,
-    upload,
     write_bytes,
-    write_dir,
-    write_files,
     write_parquet,
     write_text,
 )

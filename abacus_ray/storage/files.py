@@ -1,8 +1,8 @@
-"""Reading and writing run data in a `Location`: files, Parquet tables and whole directories.
+"""Reading and writing run data in a `Location`: single files and Parquet tables (whole directories:
+`dirs`).
 
-Every write is atomic: on a local disk a temporary sibling, fsync, rename (a directory: written whole
-beside its target, then swapped in); on an object store one PUT per file, which the store makes
-visible whole or not at all (a directory's marker file last).
+Every write of a file is atomic: on a local disk a temporary sibling, fsync, rename; on an object store
+one PUT, which the store makes visible whole or not at all.
 """
 
 from __future__ import annotations
@@ -10,10 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
-import shutil
-import tempfile
 import uuid
-from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -164,102 +161,3 @@ def write_parquet(target, table: pa.Table) -> Location:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     return write_bytes(target, sink.getvalue().to_pybytes())
-
-
-def upload(local_dir: str | Path, target, *, last: str | None = None) -> Location:
-    """Copy a local directory's files to `target` (a directory there). `last`: a top-level file copied
-    only after all the others, so that a reader who waits for it (a checkpoint's meta.json) sees a whole
-    directory."""
-    loc = resolve(target)
-    local_dir = Path(local_dir)
-    if last is None or not (local_dir / last).is_file():
-        pafs.copy_files(str(local_dir), loc.path, source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=loc.fs)
-        return loc
-    for child in sorted(local_dir.iterdir()):
-        if child.name == last:
-            continue
-        if child.is_dir():
-            upload(child, loc / child.name)
-        else:
-            write_bytes(loc / child.name, child.read_bytes())
-    write_bytes(loc / last, (local_dir / last).read_bytes())
-    return loc
-
-
-def download(target, local_dir: str | Path) -> Path:
-    """Copy a directory of `target`'s file system into `local_dir` (created)."""
-    loc = resolve(target)
-    os.makedirs(local_dir, exist_ok=True)
-    pafs.copy_files(loc.path, str(local_dir), source_filesystem=loc.fs, destination_filesystem=pafs.LocalFileSystem())
-    return Path(local_dir)
-
-
-def write_files(directory, files: Mapping[str, bytes | str]) -> Location:
-    """Several files of one directory (e.g. a site's pages), each written whole and atomically, in order."""
-    loc = resolve(directory)
-    for name, data in files.items():
-        write_bytes(loc / name, data.encode() if isinstance(data, str) else data)
-    return loc
-
-
-def write_dir(target, files: Mapping[str, bytes | str] | None = None, *, fill: Callable[[Path], None] | None = None,
-              replace: bool = True, last: str | None = None) -> Location:
-    """Write a whole directory atomically: `files` (name -> content) and whatever `fill(tmp)` writes into a
-    fresh local directory, which then takes `target`'s place, so that a reader sees the old directory or
-    the new one, never part of one (a checkpoint, a cached copy of one).
-
-    On a local disk the files are fsynced, the directory renamed into place (an old one renamed aside
-    first, then removed) and the parent fsynced. `replace=False`: a directory already at `target`
-    (another process's identical copy that got there first) is kept and this one dropped. On an object
-    store the directory is filled on this machine, then uploaded with `last` after every other file.
-    """
-    loc = resolve(target)
-    if not loc.local:
-        with tempfile.TemporaryDirectory(prefix="abacus-ray-dir-") as tmp:
-            _fill(Path(tmp), files, fill)
-            upload(tmp, loc, last=last)
-        return loc
-    path = Path(loc.path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        _fill(tmp, files, fill)
-        for f in sorted(p for p in tmp.rglob("*") if p.is_file()):
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        _swap_in(tmp, path, replace)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return loc
-
-
-def _fill(tmp: Path, files: Mapping[str, bytes | str] | None, fill: Callable[[Path], None] | None) -> None:
-    if fill is not None:
-        fill(tmp)
-    for name, data in (files or {}).items():
-        with open(tmp / name, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
-
-
-def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
-    """Rename the finished directory `tmp` to `path`; an existing `path` is replaced or (not `replace`) kept."""
-    if path.exists():
-        if not replace:
-            return
-        trash = path.parent / f".old-{path.name}-{uuid.uuid4().hex[:8]}"
-        os.rename(path, trash)
-        os.rename(tmp, path)
-        shutil.rmtree(trash, ignore_errors=True)
-        return
-    try:
-        os.rename(tmp, path)
-    except OSError:
-        if replace or not path.is_dir():  # not another writer's copy that won the rename
-            raise

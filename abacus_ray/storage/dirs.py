@@ -1,0 +1,245 @@
+"""Whole directories in a `Location`: `write_dir`, `upload`, `download` and `write_files`.
+
+A directory written by `write_dir` (a checkpoint, a cached copy of one) is never seen half done, by a
+different mechanism on each backend:
+
+* a local disk (or a mount): the directory is filled beside its target, fsynced and renamed into place
+  (an old one renamed aside first, then removed): a reader sees the old directory or the new one, and
+  for the instant between the two renames none;
+* an object store, which has no rename: the directory's own manifest, `MANIFEST` inside it, is the
+  point of publication. A write first marks the directory as being written (from then on it reads as
+  absent), removes every object of the old version, uploads the new files, then writes the manifest
+  listing each file with its size and sha256, and `last` (a checkpoint's meta.json) after that. `download`
+  reads only the files the manifest lists and checks each against it: a reader gets the old directory
+  whole, the new one whole, or a `FileNotFoundError` (being written, interrupted, or changed while it
+  was read), never a mix. An interrupted write leaves the directory absent (its old version is gone,
+  no part of it readable as a whole). A reader that waits for `last` (`list_checkpoints` waits for
+  meta.json) sees only finished directories. Single files read one by one (`read_bytes` of `dir/x`)
+  are each whole but are not checked against the manifest.
+
+A directory on an object store without a manifest (Ray Train's own checkpoints, a plain `upload`) is
+downloaded as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from abacus_ray.storage.files import read_bytes, write_bytes
+from abacus_ray.storage.location import Location, resolve
+
+MANIFEST = ".abacus-ray-dir.json"  # an object-store directory's point of publication (see above)
+WRITING, COMPLETE = "writing", "complete"
+READ_ATTEMPTS = 3  # a download that met a directory changing under it reads its manifest again
+CHUNK = 8 << 20
+
+
+def write_files(directory, files: Mapping[str, bytes | str]) -> Location:
+    """Several files of one directory (e.g. a site's pages), each written whole and atomically, in order
+    (not the directory as a whole: a reader may see some pages new and others old)."""
+    loc = resolve(directory)
+    for name, data in files.items():
+        write_bytes(loc / name, data.encode() if isinstance(data, str) else data)
+    return loc
+
+
+def write_dir(target, files: Mapping[str, bytes | str] | None = None, *,
+              fill: Callable[[Path], None] | None = None, replace: bool = True,
+              last: str | None = None) -> Location:
+    """Write a whole directory: `files` (name -> content) and whatever `fill(tmp)` writes into a fresh
+    local directory, which then takes `target`'s place (how, on each backend: the module docstring).
+
+    `replace=False`: a finished directory already at `target` (another process's identical copy that
+    got there first) is kept and this one dropped, on both backends. `last`: a top-level file written
+    after all the others (on an object store, after the manifest), for readers that wait for it.
+    """
+    loc = resolve(target)
+    if not loc.local:
+        if not replace and _finished(loc):
+            return loc
+        with tempfile.TemporaryDirectory(prefix="abacus-ray-dir-") as tmp:
+            _fill(Path(tmp), files, fill)
+            _publish(Path(tmp), loc, last)
+        return loc
+    path = Path(loc.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        _fill(tmp, files, fill)
+        for f in sorted(p for p in tmp.rglob("*") if p.is_file()):
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        _swap_in(tmp, path, replace)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return loc
+
+
+def upload(local_dir: str | Path, target, *, last: str | None = None) -> Location:
+    """Copy a local directory's files to `target` (a directory there). With `last` (a checkpoint's
+    meta.json) the copy is a whole directory as `write_dir` writes one (replacing what is there);
+    without, a plain recursive copy, each file whole."""
+    loc = resolve(target)
+    local_dir = Path(local_dir)
+    if last is None or not (local_dir / last).is_file():
+        pafs.copy_files(str(local_dir), loc.path, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=loc.fs)
+        return loc
+    if not loc.local:
+        _publish(local_dir, loc, last)
+        return loc
+    for child in sorted(local_dir.iterdir()):
+        if child.name == last:
+            continue
+        if child.is_dir():
+            upload(child, loc / child.name)
+        else:
+            write_bytes(loc / child.name, child.read_bytes())
+    write_bytes(loc / last, (local_dir / last).read_bytes())
+    return loc
+
+
+def download(target, local_dir: str | Path) -> Path:
+    """Copy a directory of `target`'s file system into `local_dir` (created). A directory with a
+    manifest (object store): exactly the files it lists, each checked; `FileNotFoundError` if it is
+    being written, was interrupted, or kept changing while it was read."""
+    loc = resolve(target)
+    local_dir = Path(local_dir)
+    os.makedirs(local_dir, exist_ok=True)
+    manifest = None if loc.local else _manifest(loc)
+    if manifest is None:
+        pafs.copy_files(loc.path, str(local_dir), source_filesystem=loc.fs,
+                        destination_filesystem=pafs.LocalFileSystem())
+        return local_dir
+    for attempt in range(READ_ATTEMPTS):
+        if manifest is None or manifest.get("state") != COMPLETE:
+            break
+        if _copy_listed(loc, manifest["files"], local_dir):
+            return local_dir
+        time.sleep(0.2 * (attempt + 1))
+        manifest = _manifest(loc)
+    raise FileNotFoundError(2, "an incomplete directory (being written, interrupted, or changed while "
+                            "it was read)", loc.uri)
+
+
+def _manifest(loc: Location) -> dict | None:
+    """The directory's manifest (None: none there)."""
+    try:
+        data = json.loads(read_bytes(loc / MANIFEST))
+    except FileNotFoundError:
+        return None
+    except (ValueError, UnicodeDecodeError):
+        return {"state": "unreadable"}
+    return data if isinstance(data, dict) else {"state": "unreadable"}
+
+
+def _finished(loc: Location) -> bool:
+    """A directory that `replace=False` keeps: published (manifest complete) or one without a manifest."""
+    manifest = _manifest(loc)
+    if manifest is not None:
+        return manifest.get("state") == COMPLETE
+    return loc.fs.get_file_info(loc.path).type == pafs.FileType.Directory
+
+
+def _local_files(root: Path) -> dict[str, Path]:
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _digest(path: Path) -> dict:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            digest.update(chunk)
+    return {"size": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def _put(local: Path, loc: Location) -> None:
+    """One file uploaded whole (one object)."""
+    with open(local, "rb") as src, loc.fs.open_output_stream(loc.path) as dst:
+        while chunk := src.read(CHUNK):
+            dst.write(chunk)
+
+
+def _publish(local_dir: Path, loc: Location, last: str | None) -> None:
+    """Replace the object-store directory `loc` by `local_dir`'s files (the order: module docstring)."""
+    files = _local_files(local_dir)
+    listed = {name: _digest(path) for name, path in files.items()}
+    write_bytes(loc / MANIFEST, json.dumps({"state": WRITING}).encode())
+    old = [i.path for i in loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True, allow_not_found=True))
+           if i.type == pafs.FileType.File and posixpath.basename(i.path) != MANIFEST]
+    for path in sorted(old, key=lambda p: p != f"{loc.path}/{last}"):  # `last` first: waiters stop seeing it
+        loc.fs.delete_file(path)
+    for name in sorted(n for n in files if n != last):
+        _put(files[name], loc / name)
+    write_bytes(loc / MANIFEST, json.dumps({"state": COMPLETE, "files": listed}, sort_keys=True).encode())
+    if last in files:
+        _put(files[last], loc / last)
+
+
+def _copy_listed(loc: Location, listed: Mapping[str, dict], local_dir: Path) -> bool:
+    """Copy the listed files into `local_dir`, each checked by size and sha256; False (and nothing of
+    this attempt left) if one is missing or differs."""
+    written = []
+    try:
+        for name, want in sorted(listed.items()):
+            dest = local_dir / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            written.append(dest)
+            digest, size = hashlib.sha256(), 0
+            with loc.fs.open_input_stream((loc / name).path) as src, open(dest, "wb") as dst:
+                while chunk := src.read(CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    dst.write(chunk)
+            if size != want.get("size") or digest.hexdigest() != want.get("sha256"):
+                raise FileNotFoundError(name)
+    except (FileNotFoundError, pa.ArrowException):
+        for path in written:
+            path.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def _fill(tmp: Path, files: Mapping[str, bytes | str] | None, fill: Callable[[Path], None] | None) -> None:
+    if fill is not None:
+        fill(tmp)
+    for name, data in (files or {}).items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp / name, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+
+
+def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
+    """Rename the finished directory `tmp` to `path`; an existing `path` is replaced or (not `replace`)
+    kept."""
+    if path.exists():
+        if not replace:
+            return
+        trash = path.parent / f".old-{path.name}-{uuid.uuid4().hex[:8]}"
+        os.rename(path, trash)
+        os.rename(tmp, path)
+        shutil.rmtree(trash, ignore_errors=True)
+        return
+    try:
+        os.rename(tmp, path)
+    except OSError:
+        if replace or not path.is_dir():  # not another writer's copy that won the rename
+            raise
