@@ -1,0 +1,266 @@
+"""docs/reference.md against what it documents, so that the page cannot drift from the code.
+
+Each command's table against its argparse parser (every argument, its default, its choices), the
+config-key tables against the config dataclasses, the presets table against the presets, the grids
+against the named grids, the sweeps against the figures and the Makefile's aliases, and the make
+targets and variables against the Makefile. No Ray, no training: a reference page is read and the
+parsers are built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from abacus_ray import figures
+from abacus_ray.cli import build_parser
+from abacus_ray.cli.sweep import build_parser as sweep_parser
+from abacus_ray.config import ExperimentConfig, preset
+from abacus_ray.evaluation.grids import GRIDS
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = (REPO / "docs" / "reference.md").read_text()
+MAKEFILE = (REPO / "Makefile").read_text()
+
+
+# --- reading the page ----------------------------------------------------------------------------
+
+def section(title: str) -> str:
+    """The body under the heading `title` (any level), up to the next heading of the same or a
+    higher level."""
+    text = REFERENCE
+    m = re.search(rf"^(#+) {re.escape(title)}\n", text, flags=re.M)
+    assert m, f"docs/reference.md: no heading {title!r}"
+    level = len(m.group(1))
+    end = re.search(rf"^#{{1,{level}}} ", text[m.end():], flags=re.M)
+    return text[m.end(): m.end() + end.start() if end else len(text)]
+
+
+def tables(body: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every Markdown table in `body`: its header cells and its rows' cells."""
+    out: list[tuple[list[str], list[list[str]]]] = []
+    block: list[list[str]] = []
+    for line in [*body.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif block:
+            out.append((block[0], block[2:]))
+            block = []
+    return out
+
+
+def rows_under(body: str, header: list[str]) -> list[list[str]]:
+    found = [rows for head, rows in tables(body) if head == header]
+    assert found, f"no table with header {header} in this part of docs/reference.md"
+    return [row for rows in found for row in rows]
+
+
+def ticks(cell: str) -> list[str]:
+    return re.findall(r"`([^`]*)`", cell)
+
+
+def value(text: str) -> Any:
+    """A documented value: `unset`, `true`/`false`, a number, or a literal in backticks."""
+    text = text.strip()
+    if text == "unset":
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    if len(text) > 1 and text[0] == text[-1] == "`":
+        inner = text[1:-1]
+        try:
+            return ast.literal_eval(inner)
+        except (ValueError, SyntaxError):
+            return inner
+    return float(text.replace(",", ""))
+
+
+def values(cell: str, n: int) -> list[Any]:
+    """`n` values of one cell, separated by ', ' outside backticks."""
+    parts = [cell] if n == 1 else re.split(r",\s+(?=(?:[^`]*`[^`]*`)*[^`]*$)", cell)
+    assert len(parts) == n, f"{cell!r}: expected {n} values"
+    return [value(p) for p in parts]
+
+
+def same(documented: Any, actual: Any) -> bool:
+    if isinstance(actual, bool) or actual is None or isinstance(documented, bool):
+        return documented is actual
+    if isinstance(actual, (int, float)) and isinstance(documented, (int, float)):
+        return float(documented) == float(actual)
+    return documented == actual
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+def arguments(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """A parser's arguments by the name the reference uses: `--long-flag`, or a positional's
+    METAVAR."""
+    out = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if action.option_strings:
+            out[max(action.option_strings, key=len)] = action
+        else:
+            out[action.metavar or action.dest.upper()] = action
+    return out
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parsers = dict(sub.choices)
+    # `sweep NAME [flags]`: the reference documents the flags of a sweep, those of one without flags
+    # of its own (the sweeps' own flags are checked below)
+    parsers["sweep"] = sweep_parser(figures.figure("fig10_k"))
+    parsers["sweep"].add_argument("sweep", metavar="NAME")
+    return parsers
+
+
+def documented_arguments(command: str) -> dict[str, list[str]]:
+    """The rows of `abacus-ray COMMAND`'s argument table, by the one argument each row names."""
+    rows = rows_under(section(f"`abacus-ray {command}`"), ["argument", "default", "meaning"])
+    out = {}
+    for row in rows:
+        names = [t.split()[0].removesuffix("...") for t in ticks(row[0])]
+        assert len(names) == 1, f"abacus-ray {command}: a row names one argument, got {row[0]!r}"
+        out[names[0]] = row
+    return out
+
+
+@pytest.mark.parametrize("command", sorted(commands()))
+def test_every_argument_of_every_command_is_documented_with_its_default(command):
+    actual = arguments(commands()[command])
+    documented = documented_arguments(command)
+    assert sorted(documented) == sorted(actual), f"abacus-ray {command}: the reference's arguments"
+    for name, action in actual.items():
+        default_cell = documented[name][1]
+        literal = re.match(r"`([^`]*)`", default_cell)
+        where = f"abacus-ray {command} {name}: default {default_cell!r}"
+        if action.required and action.nargs not in ("?", "*"):
+            assert default_cell == "required", where
+        elif action.default in (None, False, [], argparse.SUPPRESS):
+            assert literal is None, f"{where}, but the parser has none (say what applies, in words)"
+        else:
+            assert literal, f"{where}, parser {action.default!r}"
+            assert same(value(literal.group(0)), action.default), f"{where}, not {action.default}"
+        row = ticks(" ".join(documented[name]))
+        for choice in action.choices or ():
+            assert choice in row, f"abacus-ray {command} {name}: choice {choice!r} not in the row"
+
+
+def test_every_sweeps_own_flags_are_documented():
+    body = section("`abacus-ray sweep`")
+    base = set(arguments(sweep_parser(figures.figure("fig10_k"))))
+    for name in figures.names():
+        own = set(arguments(sweep_parser(figures.figure(name)))) - base
+        for flag in own:
+            assert re.search(rf"`{flag}\b", body), f"{name}'s {flag}"
+        if own:
+            assert f"`{name}`" in body, f"{name} adds {sorted(own)}"
+
+
+def test_eval_help_lists_every_named_grid():
+    grid = arguments(commands()["eval"])["--grid"]
+    assert [g for g in GRIDS if g not in grid.help] == []
+
+
+# --- config keys, presets, grids -----------------------------------------------------------------
+
+def config_values(config: Any, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for f in dataclasses.fields(config):
+        v = getattr(config, f.name)
+        if dataclasses.is_dataclass(v):
+            out.update(config_values(v, f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = v
+    return out
+
+
+def test_every_config_key_is_documented_with_its_default():
+    actual = config_values(ExperimentConfig())
+    documented = {}
+    for row in rows_under(section("Config keys"), ["key", "default", "meaning"]):
+        keys = ticks(row[0])
+        documented.update(zip(keys, values(row[1], len(keys)), strict=True))
+    assert sorted(documented) == sorted(actual)
+    wrong = {k: (documented[k], v) for k, v in actual.items() if not same(documented[k], v)}
+    assert wrong == {}, "key: (documented, actual)"
+
+
+def test_the_presets_table_holds_every_value_a_preset_changes():
+    paper, tiny = config_values(preset("paper")), config_values(preset("tiny"))
+    documented = {}
+    for row in rows_under(section("Presets"), ["key", "`paper`", "`tiny`"]):
+        for key in ticks(row[0]):
+            documented[key] = (value(row[1]), value(row[2]))
+    default = config_values(ExperimentConfig())
+    changed = {k for k in default if not (paper[k] == tiny[k] == default[k])}
+    assert sorted(changed - set(documented)) == []
+    wrong = {k: v for k, v in documented.items()
+             if not (same(v[0], paper[k]) and same(v[1], tiny[k]))}
+    assert wrong == {}, "key: (documented paper, documented tiny)"
+
+
+def test_the_tiny_fig10_facts():
+    trial = figures.figure("fig10_k").expand("tiny")[0].config
+    steps, batch = f"{trial.train.max_steps:,}", str(trial.train.global_batch)
+    readme = (REPO / "README.md").read_text()
+    for page, text in (("docs/reference.md", REFERENCE), ("README.md", readme)):
+        claims = re.findall(r"Fig\. 10[^.]*?([\d,]+) steps of (\d+)", text)
+        assert claims, page
+        assert set(claims) == {(steps, batch)}, page
+
+
+TASK_SIGNS = {"+": "add", "-": "sub", "x": "mul", "sort": "sort", "OR": "or", "the model's": None}
+
+
+def test_every_named_grid_is_documented_with_its_task():
+    documented = {ticks(row[0])[0]: TASK_SIGNS[row[2]] for row in
+                  rows_under(section("Grids"), ["name", "cells", "task"])}
+    assert documented == {name: grid.task for name, grid in GRIDS.items()}
+
+
+# --- sweeps and the Makefile ---------------------------------------------------------------------
+
+def make_targets() -> set[str]:
+    rules = set(re.findall(r"^([a-z][\w-]*):", MAKEFILE, flags=re.M))
+    return rules | set(make_figures())
+
+
+def make_figures() -> list[str]:
+    m = re.search(r"^FIGURES\s*:=((?:.*\\\n)*.*)$", MAKEFILE, flags=re.M)
+    return m.group(1).replace("\\", " ").split()
+
+
+def make_aliases() -> dict[str, str]:
+    return dict(re.findall(r"^([a-z][\w-]*): ([a-z]\w*)\s*(?:#.*)?$", MAKEFILE, flags=re.M))
+
+
+def test_every_sweep_and_its_make_alias_are_documented():
+    rows = rows_under(section("Sweeps"), ["sweep", "make alias", "what"])
+    documented = {ticks(r[0])[0]: ticks(r[1])[0] for r in rows}
+    assert sorted(documented) == sorted(figures.names()) == sorted(make_figures())
+    aliases = {a: f for a, f in make_aliases().items() if f in documented}
+    assert {v: k for k, v in documented.items()} == aliases
+
+
+def test_every_make_target_and_variable_is_documented():
+    body = section("Make targets")
+    documented = set()
+    for row in rows_under(body, ["target", "what"]):
+        for tick in ticks(row[0]):
+            words = tick.removeprefix("make ").split()
+            documented |= {w for w in words if re.fullmatch(r"[a-z][\w-]*", w)}
+    sweeps = set(make_figures()) | set(make_aliases())
+    assert sorted(documented - make_targets()) == []
+    assert sorted(make_targets() - sweeps - documented) == []
+    variables = set(re.findall(r"^([A-Z_]+)\s*\?=", MAKEFILE, flags=re.M))
+    variables |= set(re.findall(r"\$\((?:if|or) \$\(([A-Z_]+)\)", MAKEFILE))
+    assert sorted(v for v in variables if not re.search(rf"`(make [^`]*)?\b{v}\b", body)) == []
