@@ -3,8 +3,8 @@
     python benchmarks/gpu/bundle.py [--python 3.12] [--out .gpu/site.tgz] [--max-mb 60]
 
 The GPU machine has PyTorch with CUDA but no Ray, and only 64 MiB travel with a command
-(docs/guide.md, "A GPU machine without Ray"). The Ray wheel alone is 79 MB, 32 MB of it the Java workers; this
-script downloads the wheels for the machine's Python (manylinux x86_64), unpacks them into one
+(docs/performance.md, "Running on a GPU machine without Ray"). The Ray wheel alone is 79 MB, 32 MB
+of it the Java workers; this script downloads the wheels for the machine's Python (manylinux x86_64), unpacks them into one
 `site/` tree, deletes what the project never imports (`ray/jars`, `ray/rllib`, `ray/llm`, `ray/serve`,
 the dashboard's source maps), and packs it with tar, which keeps the executable bits of `raylet` and
 `gcs_server` that a zip extraction loses. It fails if the tarball is over `--max-mb`. The wheels are
@@ -28,7 +28,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-# What the GPU image already has (docs/guide.md, "A GPU machine without Ray"), canonical names.
+# What the GPU image already has, canonical names
+# (docs/performance.md, "Running on a GPU machine without Ray").
 IMAGE_HAS = {canonicalize_name(n) for n in (
     "torch", "triton", "numpy", "pyarrow", "pandas", "pytest", "hypothesis", "psutil", "tqdm", "rich",
     "tensorboard", "grpcio", "msgpack", "protobuf", "pyyaml", "click", "filelock", "requests", "aiohttp",
