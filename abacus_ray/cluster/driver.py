@@ -35,6 +35,7 @@ from abacus_ray.cluster.tracking import close_runs, log_evaluation
 from abacus_ray.cluster.trial import run_name as trial_run_name
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
+from abacus_ray.config.identity import sweep_change
 from abacus_ray.evaluation.grids import resolve_grid_names
 from abacus_ray.evaluation.work import Source, work_items
 from abacus_ray.model.checkpoint import latest_checkpoint
@@ -53,12 +54,13 @@ def trial_resources(cfg: ExperimentConfig) -> tune.PlacementGroupFactory:
 
 
 def _check_same_sweep(root: Location, spec: dict[str, Any]) -> None:
+    """Refuse a `--storage` whose sweep.json records another sweep (what counts: `config.identity`)."""
     path = root / "sweep.json"
     if storage_module.exists(path):
-        old = json.loads(storage_module.read_text(path))
-        if old != spec:
-            raise ValueError(f"--storage: {root} holds a different sweep (other trials or preset); "
-                             "use another --storage or delete that directory")
+        change = sweep_change(json.loads(storage_module.read_text(path)), spec)
+        if change is not None:
+            raise ValueError(f"--storage: {root} holds a different sweep: {change}; to start this one, give "
+                             "another --storage (or delete that directory)")
     else:
         storage_module.write_text(path, json.dumps(spec, indent=2, sort_keys=True))  # atomic: rename or one PUT
 

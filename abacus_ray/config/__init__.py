@@ -6,7 +6,7 @@ dicts        config <-> plain dict <-> `--set key=value`, typed coercion, one-li
 task         TaskConfig, digit-run rule             model       ModelConfig, ST / ST w/ II / LT names
 train        TrainConfig, the precision rule        evaluation  EvalConfig, engine names
 cluster      ClusterConfig (placement)              experiment  ExperimentConfig (all sections)
-presets      `tiny` and `paper`
+presets      `tiny` and `paper`                 identity    what a sweep.json rerun must match
 """
 
 from abacus_ray.config.cluster import ClusterConfig

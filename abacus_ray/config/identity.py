@@ -1,0 +1,87 @@
+"""A sweep's identity: which config fields make its trials what they are, and what a rerun may change.
+
+A sweep records its preset and every trial's resolved config in `sweep.json`; a rerun resumes it only
+if it describes the same training. The comparison (`sweep_change`) reads both records as flat
+`section.key` dicts and:
+
+* leaves out `EXECUTION_ONLY`: fields that change how or how fast a trial runs, not the model, data,
+  schedule or evaluation (a rerun after one of them changed resumes, on the new value);
+* reads a key that an older `sweep.json` lacks as the value its version behaved as (`OLD_DEFAULTS`),
+  else as today's default (a key added with a default that keeps the old behaviour);
+* ignores `train.worker_draws` in a one-worker trial, which draws the same either way.
+
+Anything else that differs is named, old -> new, with how to proceed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from abacus_ray.config.dicts import flatten
+from abacus_ray.config.experiment import ExperimentConfig
+
+EXECUTION_ONLY = frozenset({
+    "train.compile",  # eager or torch.compile'd kernels (compiled batches padded): the same training
+    "train.report_every_s",  # how often metrics reach Tune
+    "train.checkpoint_every_min",  # how often a checkpoint is kept; a resume from any is exact
+    "cluster.cpus_per_worker",  # what a worker holds, where it is placed, when a wait is reported
+    "cluster.placement",
+    "cluster.resources",
+    "cluster.wait_warn_s",
+})
+
+# Keys added after the first sweep.json, whose absence means a behaviour other than today's default.
+OLD_DEFAULTS: dict[str, Any] = {
+    "train.budget_a4000_hours": None,  # the budget was train.budget_hours alone
+    "train.worker_draws": "shared",  # one offset and depth per global micro-batch
+    "eval.hint_scoring": "strict",  # index hints checked too
+}
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    return flatten(ExperimentConfig().to_dict())
+
+
+def trained_fields(config: dict[str, Any], *, recorded: bool = False) -> dict[str, Any]:
+    """A trial's config (a nested dict, as `sweep.json` holds it) reduced to what identifies it;
+    `recorded`: it comes from a `sweep.json`, whose missing keys take their old defaults."""
+    flat = flatten(config)
+    if recorded:
+        flat = {**_defaults(), **OLD_DEFAULTS, **flat}
+    if flat.get("cluster.workers") == 1:
+        flat.pop("train.worker_draws", None)
+    return {k: v for k, v in flat.items() if k not in EXECUTION_ONLY}
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value)
+
+
+def sweep_change(recorded: dict[str, Any], current: dict[str, Any]) -> str | None:
+    """The first difference that matters between a recorded sweep (`sweep.json`: `preset`, `trials`)
+    and this run's, in words with how to resume it; None when they are the same sweep."""
+    if recorded.get("preset") != current.get("preset"):
+        return (f"preset {_shown(recorded.get('preset'))} -> {_shown(current.get('preset'))}; to resume "
+                f"it, rerun with --preset {recorded.get('preset')}")
+    old = {t.get("name"): t for t in recorded.get("trials") or [] if isinstance(t, dict)}
+    new = {t.get("name"): t for t in current.get("trials") or []}
+    if set(old) != set(new):
+        gone, added = sorted(set(old) - set(new), key=str), sorted(set(new) - set(old), key=str)
+        parts = ([f"{len(gone)} of its trials not in this run (e.g. {gone[0]})"] if gone else []) + \
+                ([f"{len(added)} trial(s) it does not hold (e.g. {added[0]})"] if added else [])
+        return "; ".join(parts) + "; to resume it, rerun with the same sweep flags"
+    for name in new:
+        before, after = trained_fields(old[name], recorded=True), trained_fields(new[name])
+        changed = sorted(k for k in set(before) | set(after) if k in after and before.get(k) != after[k])
+        if changed:
+            key = changed[0]
+            more = f" (and {len(changed) - 1} more field(s))" if len(changed) > 1 else ""
+            value = before.get(key)
+            setting = "null" if value is None else ",".join(map(str, value)) if isinstance(value, list) \
+                else str(value).lower() if isinstance(value, bool) else str(value)
+            return (f"trial {name}: {key} {_shown(value)} -> {_shown(after[key])}{more}; to resume it, "
+                    f"rerun with --set {key}={setting}")
+    return None

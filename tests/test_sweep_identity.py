@@ -1,0 +1,79 @@
+"""A sweep started by an earlier version resumes when what changed does not change what is trained, and
+a sweep that did change is refused naming the field, old -> new, and how to proceed
+(`abacus_ray/config/identity.py`, checked by the sweep driver against `sweep.json`; no Ray started)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from abacus_ray import storage
+from abacus_ray.cluster.driver import _check_same_sweep
+from abacus_ray.config.dicts import flatten, unflatten
+from abacus_ray.sweep import single
+
+
+def _spec(*overrides: str) -> dict:
+    """What the driver records for a one-trial tiny sweep (the current version)."""
+    trials = single("t", "tiny", dict(o.split("=", 1) for o in overrides))
+    return {"preset": "tiny", "trials": [t.config.to_dict() for t in trials]}
+
+
+def _recorded(root, spec: dict, change: dict, drop: tuple[str, ...] = ()) -> None:
+    """`sweep.json` as an older version wrote it: `change` (dotted key -> value) applied, `drop` missing."""
+    trials = []
+    for trial in spec["trials"]:
+        flat = {**flatten(trial), **change}
+        trials.append(unflatten({k: v for k, v in flat.items() if k not in drop}))
+    storage.write_text(root / "sweep.json", json.dumps({"preset": spec["preset"], "trials": trials}))
+
+
+def test_a_sweep_of_the_previous_version_resumes(tmp_path):
+    """The previous version wrote `train.compile: false` (the default was false, now null) and knew no
+    cluster.wait_warn_s: neither changes what is trained, and the stored record is left as it was."""
+    root = storage.resolve(tmp_path / "fig")
+    spec = _spec()
+    assert flatten(spec["trials"][0])["train.compile"] is None
+    _recorded(root, spec, {"train.compile": False, "train.report_every_s": 1.0}, drop=("cluster.wait_warn_s",))
+    before = storage.read_text(root / "sweep.json")
+    _check_same_sweep(root, spec)  # a rerun after the upgrade: accepted
+    assert storage.read_text(root / "sweep.json") == before
+
+
+def test_a_changed_sweep_is_refused_naming_the_field_and_the_way_on(tmp_path):
+    root = storage.resolve(tmp_path / "fig")
+    _recorded(root, _spec(), {"train.compile": False, "train.lr": 0.002})
+    with pytest.raises(ValueError) as e:
+        _check_same_sweep(root, _spec())
+    message = str(e.value)
+    assert message.startswith(f"--storage: {root} holds a different sweep: trial t/base: train.lr 0.002 -> 0.001; ")
+    assert "rerun with --set train.lr=0.002" in message and "give another --storage" in message
+    assert "\n" not in message
+
+
+def test_a_key_an_old_record_lacks_is_read_as_its_old_default(tmp_path):
+    """A record from before eval.hint_scoring meant the strict scoring; one from before
+    train.worker_draws meant shared draws, the same as per-worker draws for one worker."""
+    root = storage.resolve(tmp_path / "fig")
+    _recorded(root, _spec(), {}, drop=("train.worker_draws",))
+    _check_same_sweep(root, _spec())
+    _recorded(root, _spec(), {}, drop=("eval.hint_scoring",))
+    with pytest.raises(ValueError, match='eval.hint_scoring "strict" -> "official"; to resume it, rerun with '
+                                         "--set eval.hint_scoring=strict"):
+        _check_same_sweep(root, _spec())
+    _check_same_sweep(root, _spec("eval.hint_scoring=strict"))
+    _recorded(root, _spec("cluster.workers=2"), {}, drop=("train.worker_draws",))
+    with pytest.raises(ValueError, match='train.worker_draws "shared" -> "per_worker"'):
+        _check_same_sweep(root, _spec("cluster.workers=2"))
+
+
+def test_other_trials_or_another_preset_are_named(tmp_path):
+    root = storage.resolve(tmp_path / "fig")
+    _recorded(root, _spec(), {"name": "other"})
+    with pytest.raises(ValueError, match="1 of its trials not in this run \\(e.g. other\\); 1 trial\\(s\\) it "
+                                         "does not hold \\(e.g. t/base\\)"):
+        _check_same_sweep(root, _spec())
+    storage.write_text(root / "sweep.json", json.dumps({**_spec(), "preset": "paper"}))
+    with pytest.raises(ValueError, match='preset "paper" -> "tiny"; to resume it, rerun with --preset paper'):
+        _check_same_sweep(root, _spec())
