@@ -3,8 +3,8 @@
 Each command's table against its argparse parser (every argument, its default, its choices), the
 config-key tables against the config dataclasses, the presets table against the presets, the grids
 against the named grids, the sweeps against the figures and the Makefile's aliases, and the make
-targets and variables against the Makefile. No Ray, no training: a reference page is read and the
-parsers are built.
+targets and variables against the Makefile; every `make X` the other pages give is a target. No
+Ray, no training: the pages are read and the parsers are built.
 """
 
 from __future__ import annotations
@@ -264,3 +264,11 @@ def test_every_make_target_and_variable_is_documented():
     variables = set(re.findall(r"^([A-Z_]+)\s*\?=", MAKEFILE, flags=re.M))
     variables |= set(re.findall(r"\$\((?:if|or) \$\(([A-Z_]+)\)", MAKEFILE))
     assert sorted(v for v in variables if not re.search(rf"`(make [^`]*)?\b{v}\b", body)) == []
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/guide.md", "docs/reference.md",
+                                  "docs/performance.md", "docs/results.md"])
+def test_every_make_command_the_docs_give_is_a_target(page):
+    text = (REPO / page).read_text()
+    named = set(re.findall(r"(?:`|^\s*)make ([a-z][\w-]*)", text, flags=re.M))
+    assert sorted(named - make_targets()) == []
