@@ -169,6 +169,15 @@ def test_tampered_weights_fail_the_hash_check(tmp_path, cfg, model):
         load_checkpoint(target)
 
 
+def test_weights_that_are_not_finite_are_never_written(tmp_path, cfg, model):
+    """`save_checkpoint` (training, import) refuses NaN or infinite weights: nothing is written."""
+    with torch.no_grad():
+        model.decoder.weight[2, 3] = float("inf")
+    with pytest.raises(ValueError, match=r"ck/model\.pt: decoder\.weight holds 1 NaN or infinite value"):
+        save_checkpoint(tmp_path / "ck", model, cfg, {"step": 1})
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bad_config_json_names_the_file(tmp_path, cfg, model):
     target = tmp_path / "ck"
     save_checkpoint(target, model, cfg, {"step": 1})

@@ -1,6 +1,8 @@
 """The training loop: budgets, reports, checkpoints, bit-identical resume, DDP equivalence."""
 
+import json
 import math
+import re
 import shutil
 
 import pytest
@@ -10,7 +12,7 @@ import torch.multiprocessing as mp
 
 from abacus_ray.config import preset
 from abacus_ray.evaluation.probe import Probe
-from abacus_ray.model.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from abacus_ray.model.checkpoint import content_hash, latest_checkpoint, list_checkpoints, load_checkpoint
 from abacus_ray.tasks.stream import padded_length
 from abacus_ray.tasks.tokenizer import get_tokenizer
 from abacus_ray.training.loop import train
@@ -101,6 +103,26 @@ def test_resume_is_bit_identical(tmp_path):
 
     with pytest.raises(ValueError, match="^resume_from: .* different model.hidden"):
         train(small(f"train.max_steps={n}", "model.hidden=64", "model.heads=4"), resume_from=halfway)
+
+
+@pytest.mark.parametrize("spoil", ["nan", "hash"])
+def test_resume_refuses_weights_that_evaluation_would_refuse(tmp_path, spoil):
+    """Resuming reads weights through the same checks as every loader: weights holding NaN (with a
+    meta.json made to match them) or weights whose hash is not meta.json's are one ValueError naming
+    model.pt, before any training."""
+    cfg = small("train.max_steps=1")
+    train(cfg, checkpoint_dir=tmp_path / "run")
+    target = latest_checkpoint(tmp_path / "run")
+    weights = torch.load(target / "model.pt", weights_only=True)
+    weights["decoder.weight"][0, 0] = math.nan if spoil == "nan" else weights["decoder.weight"][0, 0] + 1
+    torch.save(weights, target / "model.pt")
+    if spoil == "nan":
+        meta = json.loads((target / "meta.json").read_text())
+        (target / "meta.json").write_text(json.dumps({**meta, "model_id": content_hash(weights)}))
+    expected = "decoder.weight holds 1 NaN" if spoil == "nan" else "does not match meta.json's model_id"
+    with pytest.raises(ValueError, match=f"^{re.escape(str(target / 'model.pt'))}: .*{expected}") as e:
+        train(small("train.max_steps=2"), resume_from=tmp_path / "run")
+    assert "\n" not in str(e.value)
 
 
 def test_time_and_sample_budgets_stop_training():

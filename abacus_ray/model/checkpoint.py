@@ -13,7 +13,9 @@ newest few; `latest_checkpoint(root)` is the highest complete one. Writes go to 
 directory that is renamed into place, so a reader never sees a half-written checkpoint. Loading
 always uses `weights_only=True`: a checkpoint can never run code, and a truncated, garbage or
 wrong-shape file is a `ValueError` naming the file (one that holds code, in the one wording of
-`model/unsafe.py`); so are weights holding NaN or infinity.
+`model/unsafe.py`); so are weights holding NaN or infinity, and weights whose hash is not meta.json's
+`model_id`. Every loader (evaluation, resume) reads weights through `read_checked`, which runs all
+of these checks, and `save_checkpoint` refuses to write weights that are not finite.
 
 A checkpoint (or a run directory) may also be an object-store URI (`abacus_ray.storage`): its JSON
 files are read in place, and `load_checkpoint` first copies the directory to a local cache
@@ -129,6 +131,7 @@ def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: Exp
     meta.json.
     """
     weights = cpu_weights(model)
+    check_finite(weights, _returned(_place(directory) / MODEL_FILE))  # a diverged model is never written
     model_id = content_hash(weights)
     meta = {"format_version": FORMAT_VERSION, "model_id": model_id, "name": cfg.name,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
@@ -270,7 +273,7 @@ def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, w
         raise ValueError(f"{where}: weights do not fit the configured model ({what}; {n} tensor(s) differ)")
 
 
-def check_finite(weights: dict[str, torch.Tensor], where: Path | str) -> None:
+def check_finite(weights: dict[str, torch.Tensor], where: Path | Location | str) -> None:
     """Refuse weights holding NaN or infinity, naming the tensor by the file's key: such a model (diverged,
     or corrupted on its way) would be scored, and its zeros read as a result."""
     for name in sorted(weights):
@@ -300,29 +303,61 @@ def fetch(path: str | Path | Location) -> Path:
     return target
 
 
-def load_checkpoint(directory: str | Path | Location, map_location: Any = "cpu") -> Checkpoint:
-    """Rebuild the model of a checkpoint (or of the latest checkpoint under `directory`), which may be a URI
-    (`fetch` copies it here first). The weights' hash must equal meta.json's `model_id`, so silent
-    corruption is caught. `Checkpoint.source` is where it was read from (the URI for a remote one).
-    """
-    remote = resolve_checkpoint(directory)
-    path = fetch(remote)
+def check_weights(weights: Any, cfg: ExperimentConfig, where: Path, model_id: str | None) -> str:
+    """Every check weights pass before a model is built from them: a state_dict of tensors whose names and
+    shapes fit `cfg`'s model, all finite, whose content hash equals `model_id` (meta.json's; None: not
+    compared). Returns the content hash. Each refusal is one ValueError naming `where`."""
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise ValueError(f"{where}: expected a state_dict of tensors")
+    check_weights_fit(weights, cfg, where)
+    check_finite(weights, where)
+    found = content_hash(weights)
+    if model_id not in (None, found):
+        raise ValueError(f"{where}: content hash {found[:12]} does not match meta.json's model_id "
+                         f"{str(model_id)[:12]} (corrupted or replaced weights)")
+    return found
+
+
+@dataclass(frozen=True)
+class CheckedWeights:
+    """A checkpoint's weights as read by `read_checked`, with the config and meta.json beside them."""
+
+    path: Path  # the local checkpoint directory (a fetched copy for a URI)
+    config: ExperimentConfig
+    meta: dict
+    weights: dict[str, torch.Tensor]
+    model_id: str
+
+
+def read_checked(directory: str | Path | Location) -> CheckedWeights:
+    """The one way a checkpoint's weights are read, by every loader (evaluation, resume): the checkpoint
+    (or the latest under `directory`; a URI is fetched here first), weights-only, through `check_weights`."""
+    path = fetch(directory)
     cfg = read_checkpoint_config(path)
     meta = read_json(path / META_FILE)
     weights = load_weights_file(path / MODEL_FILE, "cpu")
-    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
-        raise ValueError(f"{path / MODEL_FILE}: expected a state_dict of tensors")
-    check_weights_fit(weights, cfg, path / MODEL_FILE)
-    check_finite(weights, path / MODEL_FILE)
-    model = ArithmeticTransformer.for_experiment(cfg)
+    model_id = check_weights(weights, cfg, path / MODEL_FILE, meta.get("model_id"))
+    return CheckedWeights(path, cfg, meta, weights, model_id)
+
+
+def load_state(model: nn.Module, weights: dict[str, torch.Tensor], where: Path) -> None:
+    """`model.load_state_dict(weights)`, a mismatch as one ValueError naming `where`."""
     try:
         model.load_state_dict(weights)
     except RuntimeError as e:
         first = " ".join(str(e).split())[:300]
-        raise ValueError(f"{path / MODEL_FILE}: weights do not fit the configured model ({first})") from None
-    model_id = content_hash(weights)
-    if meta.get("model_id") not in (None, model_id):
-        raise ValueError(f"{path / MODEL_FILE}: content hash {model_id[:12]} does not match meta.json's "
-                         f"model_id {str(meta['model_id'])[:12]} (corrupted or replaced weights)")
+        raise ValueError(f"{where}: weights do not fit the configured model ({first})") from None
+
+
+def load_checkpoint(directory: str | Path | Location, map_location: Any = "cpu") -> Checkpoint:
+    """Rebuild the model of a checkpoint (or of the latest checkpoint under `directory`), which may be a URI
+    (`fetch` copies it here first), after `read_checked`'s checks (the hash against meta.json's `model_id`
+    catches silent corruption). `Checkpoint.source` is where it was read from (the URI for a remote one).
+    """
+    remote = resolve_checkpoint(directory)
+    checked = read_checked(remote)
+    model = ArithmeticTransformer.for_experiment(checked.config)
+    load_state(model, checked.weights, checked.path / MODEL_FILE)
     model.to(map_location).eval()
-    return Checkpoint(path, model, cfg, model_id, meta, map_location, source=str(remote))
+    return Checkpoint(checked.path, model, checked.config, checked.model_id, checked.meta, map_location,
+                      source=str(remote))

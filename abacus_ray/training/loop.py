@@ -112,14 +112,12 @@ def _build_model(cfg: ExperimentConfig, resume_from: str | Path | None) -> tuple
     model = ArithmeticTransformer.for_experiment(cfg)
     if resume_from is None:
         return model, None
-    path = ckpt.resolve_checkpoint(resume_from)
+    path = ckpt.fetch(resume_from)  # a local directory (a URI's checkpoint is copied here first)
     _check_resumable(cfg, ckpt.read_checkpoint_config(path), path)
-    weights = ckpt.load_weights_file(path / ckpt.MODEL_FILE)
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as e:
-        raise ValueError(f"{path / ckpt.MODEL_FILE}: weights do not fit the configured model ({e})") from None
-    return model, ckpt.load_weights_file(path / ckpt.STATE_FILE)
+    checked = ckpt.read_checked(path)  # the checks of every loader: fit, finite, hash
+    ckpt.load_state(model, checked.weights, path / ckpt.MODEL_FILE)
+    state_file = path / ckpt.STATE_FILE
+    return model, ckpt.check_train_state(ckpt.load_weights_file(state_file), state_file)
 
 
 class _Session:
@@ -397,7 +395,8 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     process_group: a `torch.distributed` group (e.g. `dist.group.WORLD` under Ray Train) for DDP;
         None trains in this process alone even if a default group exists.
     checkpoint_dir: root for numbered checkpoints `step-NNNNNNNNN/` (rank 0 writes; newest 2 kept).
-    resume_from: a checkpoint directory, or a root whose latest checkpoint is used.
+    resume_from: a checkpoint directory (or URI), or a root whose latest checkpoint is used; its weights
+        pass the checks every loader runs (`model.checkpoint.read_checked`).
     probe: scores the model every `eval.probe_every` steps, at the start and at the end
         (`evaluation.probe.Probe`); its numbers join every later report. It runs under a forked RNG
         and the model goes back to train mode, so the trained weights are the same with or without it.
