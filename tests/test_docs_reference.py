@@ -272,3 +272,13 @@ def test_every_make_command_the_docs_give_is_a_target(page):
     text = (REPO / page).read_text()
     named = set(re.findall(r"(?:`|^\s*)make ([a-z][\w-]*)", text, flags=re.M))
     assert sorted(named - make_targets()) == []
+
+
+def test_every_environment_variable_of_the_project_is_documented():
+    read = set()
+    for folder in ("abacus_ray", "dashboards", "tests"):
+        for path in (REPO / folder).rglob("*.py"):
+            read |= set(re.findall(r"[\"'](ABACUS_[A-Z_]+)[\"']", path.read_text()))
+    rows = rows_under(section("Environment variables"), ["variable", "read by", "meaning"])
+    documented = {t for row in rows for t in ticks(row[0])}
+    assert read and sorted(read - documented) == []
