@@ -79,6 +79,13 @@ URIS = {
     "file-with-a-host": "file://somehost/x",
     "unknown-scheme": "foo://abacus-hostile/x",
     "http": "http://example.invalid/x",
+    # a secret in the query, named or bare, on each path of the parser: never echoed
+    "secret-in-query": "s3://abacus-hostile/x?secret_key=not-a-secret&endpoint_override=127.0.0.1:9",
+    "bare-token-in-query": "s3://abacus-hostile/x?not-a-secret",
+    "gs-token-in-query": "gs://abacus-hostile/x?token=not-a-secret#not-a-secret",
+    "file-with-a-query": "file:///x?token=not-a-secret",
+    "no-bucket-with-a-query": "s3:///x?access_key=not-a-secret",
+    "broken-host-with-a-query": "s3://[abacus-hostile/x?token=not-a-secret",
 }
 SLOTS = [  # (argv with {uri}, the argument a refusal must name)
     (["describe", "{uri}"], "CHECKPOINT"),
@@ -112,6 +119,20 @@ def test_uris_everywhere_a_path_goes(uri, places, offline, work, no_ray):
         message = assert_refused(filled, culprit, "hostile arguments: URIs", roots=[work, offline, fresh])
         assert "not-a-secret" not in message, message
     assert list(offline.iterdir()) == [] and list(fresh.iterdir()) == []
+
+
+def test_a_100_kb_argument_is_refused_naming_its_flag_and_is_not_echoed(places, offline, work, no_ray):
+    fresh = Path(offline.parent / "fresh")
+    fresh.mkdir()
+    for argv, culprit in SLOTS:
+        filled = _fill(argv, places, fresh, uri="/tmp/" + "a" * 100_000)
+        message = assert_refused(filled, f"{culprit}: 100,005 characters", "hostile arguments: a 100 KB path",
+                                 roots=[work, offline, fresh])
+        assert len(message) < 300, message
+    # a value that is not refused for its length is cut where a message repeats it
+    message = assert_refused(["describe", "--seq-len", "x" * 4000], "--seq-len: invalid int value",
+                             "hostile arguments: a 100 KB path", roots=[work, offline, fresh])
+    assert len(message) < 300, message
 
 
 def test_a_dry_run_probes_storage_as_the_run_does(places, offline, work, unwritable, no_ray):

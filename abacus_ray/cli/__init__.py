@@ -33,8 +33,18 @@ class CLIError(ValueError):
     """A user-facing error: printed as one line, exit status 2."""
 
 
+MAX_ECHO = 200  # characters of one value (a path, a URI, a number) that a refusal repeats
+MAX_ARGUMENT = 4096  # characters of one argument (Linux's PATH_MAX): longer is refused, naming its flag
+
+
 def one_line(message: str) -> str:
-    return " ".join(message.split())
+    """`message` on one line, each value in it cut to `MAX_ECHO` characters (a 100 KB path is not echoed)."""
+    return " ".join(shorten(word) for word in message.split())
+
+
+def shorten(text: str, limit: int = MAX_ECHO) -> str:
+    """`text`, or its first `limit` characters and an ellipsis."""
+    return text if len(text) <= limit else f"{text[:limit]}\u2026"
 
 
 def _culprit_first(message: str) -> str:
@@ -58,6 +68,20 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {_culprit_first(message)} (see --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's parse, then every string argument bounded by `MAX_ARGUMENT` (refused naming its flag)."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            if action.nargs == argparse.REMAINDER:  # parsed again by the parser they are for (a sweep's)
+                continue
+            values = getattr(parsed, action.dest, None)
+            for value in values if isinstance(values, list) else [values]:
+                if isinstance(value, str) and len(value) > MAX_ARGUMENT:
+                    name = action.option_strings[-1] if action.option_strings else action.metavar or action.dest
+                    self.error(f"{name}: {len(value):,} characters, more than {MAX_ARGUMENT:,} "
+                               f"(starting {shorten(value, 60)})")
+        return parsed, extras
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | int:

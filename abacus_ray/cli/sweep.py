@@ -189,8 +189,8 @@ def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
     if parsed.tracking == "wandb" and importlib.util.find_spec("wandb") is None:
         raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)")
     if parsed.tracking_uri is not None and (parsed.tracking != "mlflow" or "://" not in parsed.tracking_uri):
-        raise ValueError(f"--tracking-uri: {parsed.tracking_uri!r} is not an MLflow server URI (http://HOST:PORT) "
-                         "or --tracking is not mlflow")
+        raise ValueError(f"--tracking-uri: {storage.safe_uri(parsed.tracking_uri)!r} is not an MLflow server URI "
+                         "(http://HOST:PORT) or --tracking is not mlflow")
     return storage.probe(parsed.storage, "--storage")  # one line and exit 2 for bad storage
 
 

@@ -20,6 +20,7 @@ environment.
 The API, all taking a `Location` or anything `resolve` accepts:
 
     loc = resolve("s3://bkt/runs?endpoint_override=127.0.0.1:8333&scheme=http")
+    located(fs, path) -> Location              # a file system + path another library handed over (Ray)
     probe(uri, "--storage") -> Location        # small write/list/delete; one-line StorageError
     local_path(uri, "--problems", "a problem file") -> Path   # this machine's files only, else refused
     not_a_file(path, "missing", "a problem file")           # the error for a missing file (or a directory)
@@ -65,13 +66,16 @@ from abacus_ray.storage.location import (
     driver_dir,
     is_uri,
     local_path,
+    located,
     resolve,
+    safe_uri,
 )
 from abacus_ray.storage.probe import check_local_dir, probe
 
 __all__ = [
     "Location", "StorageError", "check_local_dir", "copy_file", "delete", "download", "driver_dir", "exists",
-    "file_info", "find", "glob", "is_dir", "is_file", "is_uri", "listdir", "local_path", "not_a_file", "open_parquet",
-    "probe", "read_bytes", "read_parquet", "read_parquet_schema", "read_text", "resolve", "upload", "write_bytes",
-    "write_dir", "write_files", "write_parquet", "write_text",
+    "file_info", "find", "glob", "is_dir", "is_file", "is_uri", "listdir", "local_path", "located", "not_a_file",
+    "open_parquet",
+    "probe", "read_bytes", "read_parquet", "read_parquet_schema", "read_text", "resolve", "safe_uri", "upload",
+    "write_bytes", "write_dir", "write_files", "write_parquet", "write_text",
 ]

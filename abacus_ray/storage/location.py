@@ -21,6 +21,7 @@ import pyarrow.fs as pafs
 SCHEMES = ("file", "s3", "gs")
 S3_QUERY = ("endpoint_override", "scheme", "region")  # what an s3:// URI may carry; never credentials
 GCS_QUERY = ("endpoint_override", "scheme", "default_bucket_location")
+SAFE_QUERY = frozenset(S3_QUERY + GCS_QUERY)  # echoed in messages; every other query value is masked
 REQUEST_TIMEOUT_S = 60.0
 PROBE_TIMEOUT_S = 3.0
 RETRIES = 3  # attempts per request; the probe makes one
@@ -134,7 +135,7 @@ def _s3(uri: str, bucket_path: str, query: dict[str, str], timeout: float, retri
         what = "credentials belong in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or ~/.aws, not in the URI" \
             if any(k in ("access_key", "secret_key", "session_token") for k in bad) else \
             f"an s3:// URI takes only {', '.join(S3_QUERY)}"
-        raise StorageError(f"{_safe(uri)}: unknown query parameter {bad[0]!r} ({what})")
+        raise StorageError(f"{safe_uri(uri)}: unknown query parameter {_param(uri, bad[0])} ({what})")
     endpoint, scheme = _endpoint_from_env()
     kwargs: dict = {"endpoint_override": query.get("endpoint_override", endpoint),
                     "scheme": query.get("scheme", scheme or "https")}
@@ -152,16 +153,34 @@ def _gcs(uri: str, query: dict[str, str], timeout: float) -> pafs.FileSystem:
     """pyarrow's GCS file system (Google's default credentials), its retries bounded by `timeout`."""
     bad = sorted(set(query) - set(GCS_QUERY))
     if bad:
-        raise StorageError(f"{uri}: unknown query parameter {bad[0]!r} (a gs:// URI takes only {', '.join(GCS_QUERY)})")
+        raise StorageError(f"{safe_uri(uri)}: unknown query parameter {_param(uri, bad[0])} (a gs:// URI takes only "
+                           f"{', '.join(GCS_QUERY)})")
     return pafs.GcsFileSystem(retry_time_limit=datetime.timedelta(seconds=timeout), **query)
 
 
-def _safe(uri: str) -> str:
-    """The URI without any user:password part, for messages."""
-    parts = urlsplit(uri)
-    if "@" in parts.netloc:
-        return uri.replace(parts.netloc, parts.netloc.rsplit("@", 1)[1], 1)
-    return uri
+def safe_uri(uri: str) -> str:
+    """The URI for messages: no user:password part, and the value of every query parameter other than
+    the known harmless ones (`S3_QUERY`, `GCS_QUERY`) masked, as is any fragment (`?secret_key=...`,
+    `?token=...`, a signed URL's signature)."""
+    base, _, fragment = uri.partition("#")
+    base, sep, query = base.partition("?")
+    scheme, slashes, rest = base.partition("://")
+    if slashes:
+        netloc, slash, path = rest.partition("/")
+        base = f"{scheme}://{netloc.rsplit('@', 1)[-1]}{slash}{path}"
+    if sep:
+        pairs = [pair.partition("=") for pair in query.replace(";", "&").split("&")]
+        query = "&".join(f"{k}={v}" if k in SAFE_QUERY else f"{k}=***" if eq else "***" if k else ""
+                         for k, eq, v in pairs)
+    return base + sep + query + ("#***" if fragment else "")
+
+
+def _param(uri: str, key: str) -> str:
+    """A refused query parameter named for a message: its name, or (a bare `?VALUE`, perhaps a token)
+    not even that."""
+    query = uri.partition("#")[0].partition("?")[2]
+    named = any(p.partition("=")[1] for p in query.replace(";", "&").split("&") if p.partition("=")[0] == key)
+    return repr(key) if named else "without a name (a bare value, not echoed)"
 
 
 def resolve(target: str | Path | Location, *, flag: str = "", timeout: float = REQUEST_TIMEOUT_S,
@@ -176,20 +195,23 @@ def resolve(target: str | Path | Location, *, flag: str = "", timeout: float = R
         if not path:
             raise StorageError(f"{pre}empty path")
         return Location(pafs.LocalFileSystem(), path, path)
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as e:  # e.g. an unclosed '[' in the host
+        raise StorageError(f"{pre}{safe_uri(text)}: not a URI ({first_line(e)})") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
-        raise StorageError(f"{pre}{_safe(text)}: unknown storage scheme {scheme + '://'!r}; use a local path, file://, "
+        raise StorageError(f"{pre}{safe_uri(text)}: unknown storage scheme {scheme + '://'!r}; use a local path, file://, "
                            "s3:// (AWS or an S3-compatible server) or gs://")
     if scheme == "file":
         if parts.netloc not in ("", "localhost") or parts.query:
-            raise StorageError(f"{pre}{text}: a file:// URI is file:///absolute/path")
+            raise StorageError(f"{pre}{safe_uri(text)}: a file:// URI is file:///absolute/path")
         return Location(pafs.LocalFileSystem(), parts.path or "/", parts.path or "/")
     if "@" in parts.netloc:
-        raise StorageError(f"{pre}{_safe(text)}: credentials in the URI are refused; set AWS_ACCESS_KEY_ID / "
+        raise StorageError(f"{pre}{safe_uri(text)}: credentials in the URI are refused; set AWS_ACCESS_KEY_ID / "
                            "AWS_SECRET_ACCESS_KEY (or ~/.aws, an instance role) on every node instead")
     if not parts.netloc:
-        raise StorageError(f"{pre}{text}: no bucket; write {scheme}://BUCKET/PREFIX")
+        raise StorageError(f"{pre}{safe_uri(text)}: no bucket; write {scheme}://BUCKET/PREFIX")
     bucket_path = (parts.netloc + parts.path).rstrip("/")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     uri = f"{scheme}://{bucket_path}" + (f"?{parts.query}" if parts.query else "")
@@ -198,8 +220,18 @@ def resolve(target: str | Path | Location, *, flag: str = "", timeout: float = R
     except StorageError as e:
         raise StorageError(pre + str(e)) from None
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise StorageError(f"{pre}{uri}: {first_line(e)}") from None
+        raise StorageError(f"{pre}{safe_uri(uri)}: {first_line(e)}") from None
     return Location(fs, bucket_path, uri)
+
+
+def located(fs: pafs.FileSystem, path: str) -> Location:
+    """A path in a file system another library handed over (Ray's `Result.filesystem` and `.path`) as a
+    `Location`; its URI, for messages, is the path under the file system's scheme (no endpoint)."""
+    path = path.rstrip("/")
+    if isinstance(fs, pafs.LocalFileSystem):
+        return Location(fs, path, path)
+    scheme = {"s3": "s3", "gcs": "gs"}.get(fs.type_name, fs.type_name)
+    return Location(fs, path, f"{scheme}://{path}")
 
 
 def first_line(e: BaseException) -> str:
@@ -225,6 +257,6 @@ def local_path(target: str | Path, flag: str, what: str) -> Path:
         return Path(target)
     loc = resolve(target, flag=flag)
     if not loc.local:
-        raise StorageError(f"{flag}: {_safe(str(target))}: {what} is read from this machine's disk; copy it here "
+        raise StorageError(f"{flag}: {safe_uri(str(target))}: {what} is read from this machine's disk; copy it here "
                            "first (aws s3 cp, gcloud storage cp)")
     return Path(loc.path)
