@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from abacus_ray import trial_status
 from abacus_ray.config import ExperimentConfig, preset
 from abacus_ray.config.dicts import flatten
 from abacus_ray.seeds import search_rng
@@ -195,7 +196,7 @@ def _check_trial_count(variants: int, axis_sizes: list[int], seeds: int) -> None
 def best_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The swept values of the best trial that ran its whole budget, from `search.parquet`'s rows
     (cluster/search.py): the highest last probe, ties to the earlier-run trial."""
-    finished = [r for r in rows if r["status"] == "finished" and r["last"] is not None]
+    finished = [r for r in rows if r["status"] == trial_status.FINISHED and r["last"] is not None]
     if not finished:
         raise ValueError("search.parquet: no trial of the search ran its whole budget; nothing to confirm")
     best = max(enumerate(finished), key=lambda ir: (ir[1]["last"], -ir[0]))[1]

@@ -24,6 +24,7 @@ from ray import tune
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from abacus_ray import storage as storage_module
+from abacus_ray import trial_status
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
 from abacus_ray.cluster.placement import DRIVER_CPU, PendingWatch, max_concurrency, worker_bundle
@@ -37,6 +38,7 @@ from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.identity import sweep_change
 from abacus_ray.evaluation.grids import resolve_grid_names
+from abacus_ray.evaluation.results import write_table
 from abacus_ray.evaluation.work import Source, work_items
 from abacus_ray.model.checkpoint import latest_checkpoint
 from abacus_ray.storage import Location
@@ -74,7 +76,7 @@ def failure_reason(error: BaseException) -> str:
 
 
 EVALUATION = "evaluation"  # the `failures` key of an evaluation stopped by lost actors
-DIVERGED = "diverged"  # how a trial's failure reason starts when its loss stopped being finite (`train`)
+DIVERGED = trial_status.DIVERGED  # how a diverged trial's failure reason starts (`_collect`)
 
 
 def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
@@ -128,43 +130,81 @@ def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConf
     )
 
 
-def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]
-             ) -> tuple[dict[str, tuple[Source, ExperimentConfig]], list[str], dict[str, str]]:
-    """Tune's results as (finished trials by run name, runs that did not finish, errors by run name).
+@dataclasses.dataclass
+class Outcome:
+    """What became of the sweep's trials: the finished ones to score, and every trial's status."""
+
+    finished: dict[str, tuple[Source, ExperimentConfig]]  # run name -> final checkpoint and config
+    statuses: dict[str, str]  # run name -> `trial_status.status`
+    reasons: dict[str, str]  # run name -> why an errored or diverged trial failed
+    record: list[dict[str, Any]]  # the trial record's rows (`trial_status.RECORD_SCHEMA`)
+
+    def having(self, *statuses: str) -> list[str]:
+        return sorted(run for run, s in self.statuses.items() if s in statuses and run not in self.finished)
+
+
+def _checkpoint_of(result, root: Location) -> str | None:
+    """A trial's last reported checkpoint (a URI on an object store), else its Train run's newest."""
+    metrics = result.metrics or {}
+    path = metrics.get("checkpoint_path")  # the TorchTrainer's last reported checkpoint (a path in `fs`)
+    if path is None and result.checkpoint is not None:  # `function` trials: Tune's own checkpoint
+        path = result.checkpoint.path
+    if path is not None:
+        return root.at(path).uri  # the URI on an object store: what the evaluators and MLflow get
+    if metrics.get("trial_id"):  # fall back to the Train run's newest checkpoint in storage
+        found = latest_checkpoint(root / "train" / f"train-{metrics['trial_id']}")
+        return str(found) if found else None
+    return None
+
+
+def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]) -> Outcome:
+    """Tune's results as an `Outcome`: each trial's status (`trial_status.status`, the one place it is
+    decided) and the finished trials' final checkpoints. Only a finished trial is scored: an interrupted
+    sweep returns running trials too, and a diverged one's last checkpoint predates its failure.
 
     A point is evaluated once even if Tune ran it twice: a driver killed between Tune's experiment
     snapshot (which already held a new PENDING trial) and its searcher's snapshot gets that point
     again from the restored searcher, under the same trial id (seen in test_faults' driver kill).
     """
-    finished: dict[str, tuple[Source, ExperimentConfig]] = {}
-    failed = []
-    errors: dict[str, str] = {}
+    out = Outcome({}, {}, {}, [])
+    rows: dict[str, dict[str, Any]] = {}
     for result in grid:
         run_name = trial_run_name(result)
         metrics = result.metrics or {}
         trial_id = metrics.get("trial_id")
-        path = metrics.get("checkpoint_path")  # the TorchTrainer's last reported checkpoint (a path in `fs`)
-        if path is None and result.checkpoint is not None:  # `function` trials: Tune's own checkpoint
-            path = result.checkpoint.path
-        if path is not None:
-            path = root.at(path).uri  # the URI on an object store: what the evaluators and MLflow get
-        if path is None and trial_id:  # fall back to the Train run's newest checkpoint in storage
-            found = latest_checkpoint(root / "train" / f"train-{trial_id}")
-            path = str(found) if found else None
-        if metrics.get("diverged_at_step") is not None:  # the loop stopped it, its weights spoiled: not scored
-            failed.append(run_name)
-            errors[run_name] = f"{DIVERGED} at step {metrics['diverged_at_step']}"
-            continue
-        # An interrupted sweep returns running trials too: only a trial whose last report says
-        # `final` is done; evaluating a half-trained checkpoint would mix it into the results.
-        if result.error is not None or path is None or not metrics.get("final"):
-            failed.append(run_name)
-            if result.error is not None:
-                errors[run_name] = failure_reason(result.error)
-            continue
-        finished.setdefault(run_name, (Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name]))
-    failed = sorted(set(failed) - set(finished))
-    return finished, failed, {k: v for k, v in errors.items() if k in failed}
+        path = _checkpoint_of(result, root)
+        state = trial_status.status(metrics, errored=result.error is not None)
+        if out.statuses.get(run_name) == trial_status.FINISHED:
+            continue  # the same point run twice: its finished run counts
+        out.statuses[run_name] = state
+        out.reasons.pop(run_name, None)
+        if state == trial_status.DIVERGED:  # the loop stopped it, its weights spoiled: not scored
+            out.reasons[run_name] = f"{trial_status.DIVERGED} at step {metrics['diverged_at_step']}"
+        elif state == trial_status.ERROR:
+            out.reasons[run_name] = failure_reason(result.error)
+        elif state == trial_status.FINISHED and path is not None:
+            out.finished[run_name] = (Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name])
+        step = metrics.get("step")
+        rows[run_name] = {"run": run_name, "trial_id": trial_id, "status": state, "reason": out.reasons.get(run_name),
+                          "step": int(step) if isinstance(step, (int, float)) and step == step else None,
+                          "checkpoint": trial_status.relative_checkpoint(path, root.uri)}
+    out.record = [rows[k] for k in sorted(rows)]
+    return out
+
+
+def search_line(name: str, total: int, outcome: Outcome, table: Location) -> str:
+    """The search's summary line: its trials by status (a diverged or errored trial is not one that
+    ASHA stopped; `failure_line` names them)."""
+    statuses = list(outcome.statuses.values())
+    return (f"{name}: search of {total} point(s): {len(outcome.finished)} ran their budget, "
+            f"{statuses.count(trial_status.STOPPED)} stopped early by ASHA, "
+            f"{statuses.count(trial_status.DIVERGED)} diverged, {statuses.count(trial_status.ERROR)} failed; "
+            f"{table}")
+
+
+def write_trial_record(root: Location, outcome: Outcome) -> Location:
+    """`{root}/trials.parquet`, atomically: what `eval-all` reads to score what the sweep scored."""
+    return write_table(root / trial_status.TRIALS_FILE, trial_status.record_table(outcome.record))
 
 
 def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
@@ -195,20 +235,21 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
         raise
     finally:
         watch.stop()
-    finished, failed, errors = _collect(grid, root, by_name)
+    outcome = _collect(grid, root, by_name)
+    write_trial_record(root, outcome)  # each trial's status and checkpoint: trials.parquet
     write_timeline(root, grid, by_name)  # where and when each trial ran: cluster.parquet
+    finished, errors = outcome.finished, outcome.reasons
+    stopped = outcome.having(trial_status.STOPPED, trial_status.FINISHED)  # finished without a checkpoint too
+    unfinished = stopped
     if search is not None:
         table = write_search(root, grid, trials, search)
-        stopped = sorted({trial_run_name(r) for r in grid if r.error is None} & set(failed))
-        failed = sorted(set(failed) - set(stopped))
-        print(f"{name}: search of {len(trials)} point(s): {len(finished)} ran their budget, {len(stopped)} "
-              f"stopped early by ASHA; {table}", file=sys.stderr)
-    stopped = [f for f in failed if f not in errors]
+        print(search_line(name, len(trials), outcome, table), file=sys.stderr)
+        unfinished = []  # stopping the weaker trials is the search's work, not a failure
     if tracking == "mlflow":
         close_runs(home, name, {**{f: "finished" for f in finished}, **{f: "stopped" for f in stopped},
                                 **{f: "failed" for f in errors}})
-    if stopped:
-        print(f"{name}: {len(stopped)} trial(s) did not finish: {', '.join(stopped)}", file=sys.stderr)
+    if unfinished:
+        print(f"{name}: {len(unfinished)} trial(s) did not finish: {', '.join(unfinished)}", file=sys.stderr)
     if failures is not None:
         failures.update(errors)
     elif errors:

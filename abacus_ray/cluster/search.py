@@ -4,8 +4,8 @@
 how they are ranked; here Tune's `ASHAScheduler` stops the weaker trials at step rungs, and the
 finished search is written to `{sweep}/search.parquet`: one row per probe of every trial (its
 step, its value, the loss of the report that first carried it), with the trial's status
-(`finished`, `stopped` by ASHA, `error`), its swept values and its best and last probe. The
-dashboard's "Search" view and `--confirm` read that file (docs/results-schema.md, "search.parquet").
+(`abacus_ray.trial_status`: `finished`, `stopped` by ASHA, `diverged`, `error`), its swept values
+and its best and last probe. The dashboard's "Search" view and `--confirm` read that file (docs/results-schema.md, "search.parquet").
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pyarrow as pa
 from ray.tune import ResultGrid
 from ray.tune.schedulers import ASHAScheduler
 
+from abacus_ray import trial_status
 from abacus_ray.cluster.trial import run_name
 from abacus_ray.evaluation.results import write_table
 from abacus_ray.sweep import SEARCH_FILE, Search, Trial
@@ -35,12 +36,6 @@ def scheduler(search: Search, trials: Sequence[Trial]) -> ASHAScheduler:
                          grace_period=search.grace_steps, reduction_factor=search.reduction, stop_last_trials=False)
 
 
-def _status(result) -> str:
-    if result.error is not None:
-        return "error"
-    return "finished" if (result.metrics or {}).get("final") else "stopped"
-
-
 def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[dict[str, Any]]:
     """One row per probe of every trial Tune ran, at the step it was scored (a trial without reports gives
     one row of its status)."""
@@ -51,7 +46,8 @@ def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[
         history = result.metrics_dataframe
         reports = history.to_dict("records") if history is not None and len(history) else [result.metrics or {}]
         scores = [v for v in (_float(r.get(metric)) for r in reports) if v is not None]
-        base = {"run": run, "trial_id": (result.metrics or {}).get("trial_id"), "status": _status(result),
+        state = trial_status.status(result.metrics, errored=result.error is not None)
+        base = {"run": run, "trial_id": (result.metrics or {}).get("trial_id"), "status": state,
                 "params": json.dumps(params.get(run, {}), sort_keys=True),
                 "best": max(scores) if scores else None, "last": scores[-1] if scores else None}
         seen = set()

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 from ray.tune import ResultGrid
 
+from abacus_ray import trial_status
 from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.results import write_table
@@ -32,7 +33,7 @@ SCHEMA = pa.schema([
     ("trainer", pa.string()),
     ("start_s", pa.float64()),  # Unix seconds: the trial's function began (its last session, after a resume)
     ("end_s", pa.float64()),  # Unix seconds of its last report
-    ("status", pa.string()),  # finished | stopped (its last report was not final) | error
+    ("status", pa.string()),  # finished | stopped | diverged | error (`abacus_ray.trial_status`)
 ])
 
 
@@ -44,7 +45,7 @@ def placement_rows(grid: ResultGrid, configs: Mapping[str, ExperimentConfig]) ->
         if "node_id" not in m or "run" not in (result.config or {}):
             continue
         cl = configs[result.config["run"]].cluster
-        status = "error" if result.error is not None else "finished" if m.get("final") else "stopped"
+        status = trial_status.status(m, errored=result.error is not None)
         rows.append({"run": result.config["run"], "trial_id": str(m.get("trial_id", "")), "node_id": m["node_id"],
                      "pid": int(m["pid"]) if m.get("pid") is not None else None,
                      "workers": cl.workers, "resources": json.dumps(worker_bundle(cl), sort_keys=True),
