@@ -1,5 +1,6 @@
 """Fig. 10's view (`abacus-ray summary --fig10`): rows in k order with intervals and where the trained
-positions end, and a conclusion that compares only where 95 % intervals separate. Made-up cell rows."""
+positions end, then Fig. 10's claim decided by the claims mechanism, which compares only where 95 %
+intervals separate. Made-up cell rows."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import hashlib
 
 import pytest
 
+from abacus_ray import figures
 from abacus_ray.cli import main as cli_main
 from abacus_ray.config import preset
 from abacus_ray.evaluation.aggregate import wilson_interval
-from abacus_ray.evaluation.offset_reach import conclusion, format_offset_table, offset_table, positions_end
+from abacus_ray.evaluation.claims import NOT_SHOWN, SHOWN, judge
+from abacus_ray.evaluation.offset_reach import format_offset_table, offset_table, positions_end
 from abacus_ray.evaluation.regions import region_of
 from abacus_ray.evaluation.results import config_columns, read_cells, write_cells
 
@@ -31,11 +34,11 @@ def _rows(k: int, correct: dict[int, int], per_cell: int = PER_CELL) -> list[dic
             for i, j, c in cells]
 
 
-def _cells(tmp_path, window_k6=(60, 30, 15), k12_window=(20, 10, 5)):
+def _cells(tmp_path, window_k6=(60, 30, 15), k12_window=(20, 10, 5), k12_rest=3):
     lengths = range(6, 31)
     k3 = {n: (150 if n < 9 else 0) for n in lengths}  # 0 from 9 = 5 + 3 + 1
     k6 = {n: (200 if n < 9 else dict(zip((9, 10, 11), window_k6, strict=True)).get(n, 0)) for n in lengths}
-    k12 = {n: (200 if n < 9 else dict(zip((9, 10, 11), k12_window, strict=True)).get(n, 3 if n < 18 else 0))
+    k12 = {n: (200 if n < 9 else dict(zip((9, 10, 11), k12_window, strict=True)).get(n, k12_rest if n < 18 else 0))
            for n in lengths}
     # written out of k order: the table sorts by k, not by model id or file order
     write_cells(tmp_path / "results", _rows(12, k12) + _rows(3, k3) + _rows(6, k6))
@@ -57,30 +60,28 @@ def test_rows_are_in_k_order_with_intervals_and_the_trained_positions_end(tmp_pa
     assert [line.split()[0] for line in text[1:]] == ["3", "6", "12"]
 
 
-def test_conclusion_states_the_collapse_and_only_separated_comparisons(tmp_path):
+def test_fig10s_claim_compares_the_largest_and_smallest_k_between_their_trained_positions(tmp_path):
     cells = _cells(tmp_path)
-    line = conclusion(cells, offset_table(cells))
-    assert line.startswith("Conclusion: ") and "\n" not in line
-    # past their trained rows every model is at 0: 22 + 19 + 13 lengths of 300 problems
-    assert f"0 of {(22 + 19 + 13) * PER_CELL:,} diagonal problems" in line and "n + k + 1 = 9, 12, 18 digits" in line
-    # the window: lengths k = 3 cannot represent and k = 6 can
-    assert "at 9-11 digits, past k = 3's trained positions, k = 3 solves 0.0 % [0.0, 0.4]" in line
-    assert "while k = 6, 12 solve 11.7 % [9.7, 13.9], 3.9 % [2.8, 5.4]" in line
-    assert "(intervals above k = 3's: a larger k solves lengths k = 3 cannot)" in line and "overlap" not in line
+    v = judge(figures.claim("fig10_k"), cells)
+    assert v.verdict == SHOWN and "\n" not in v.line()
+    # the lengths k = 3 has no trained rows for and k = 12 has: 9 = 5 + 3 + 1 to 17, 300 problems each
+    assert "at 9-17 digits, past k = 3's trained positions, before k = 12's" in v.evidence
+    assert f"largest k (max_k = 12) 2.0 % [1.5, 2.6] (53/{9 * PER_CELL:,})" in v.evidence
+    assert f"smallest k (max_k = 3) 0.0 % [0.0, 0.1] (0/{9 * PER_CELL:,})" in v.evidence
 
 
 def test_a_difference_inside_the_intervals_is_not_claimed(tmp_path):
-    cells = _cells(tmp_path, k12_window=(1, 0, 0))  # 1 of 900: no different from k = 3's 0 of 900
-    line = conclusion(cells, offset_table(cells))
-    assert "while k = 6 solves 11.7 %" in line
-    assert "k = 12 at 0.1 % [0.0, 0.6] overlaps k = 3's interval (no difference shown)" in line
+    cells = _cells(tmp_path, k12_window=(1, 0, 0), k12_rest=0)  # 1 of 2,700: no different from k = 3's 0
+    v = judge(figures.claim("fig10_k"), cells)
+    assert v.verdict == NOT_SHOWN and "0.0 % [0.0, 0.2] (1/2,700)" in v.evidence and "overlap" in v.evidence
 
 
 def test_summary_fig10_prints_the_table_then_the_conclusion(tmp_path, capsys):
     _cells(tmp_path)
     assert cli_main(["summary", str(tmp_path / "results"), "--fig10"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert "trained positions end" in out[0] and out[-1].startswith("Conclusion: ") and len(out) == 5
+    assert "trained positions end" in out[0] and out[-1].startswith("Conclusion (Fig. 10): ") and len(out) == 5
+    assert ": shown — i = j: at 9-17 digits" in out[-1]
 
 
 def test_fig10_view_refuses_models_other_than_abacus(tmp_path, capsys):

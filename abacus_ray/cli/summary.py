@@ -1,4 +1,4 @@
-"""`abacus-ray summary`: region means per model from results, as a table.
+"""`abacus-ray summary`: region means per model from results, as a table, and each figure's verdict.
 
     abacus-ray summary RESULTS [--label COL ...] [--seeds] [--diagonal]
     abacus-ray summary RESULTS --fig10
@@ -8,16 +8,33 @@ Each row is one model under one set of eval settings; columns are the paper's vi
 each the mean of per-cell exact-match accuracies (docs/official-code.md §7.7). `--seeds` groups models that differ
 only in their training seed and prints the mean and spread over seeds instead. RESULTS is a results
 directory, a sweep root (holding `results/`) or a storage root holding several sweeps, as for `dashboard`.
+
+Where the results are a figure's sweep, the table is followed by that figure's `Conclusion:` line: its
+claim (`abacus_ray/figures/`) shown, contradicted or not shown at this scale, with the numbers and
+intervals that decide it. Of a storage root, a Markdown table follows instead, one row per sweep:
+sweep, figure, claim, verdict, evidence, scale (the preset in its `sweep.json`), trials (models
+evaluated / trials declared).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from abacus_ray.evaluation.places import results_dirs
-from abacus_ray.evaluation.results import read_cells_table
+from abacus_ray import figures, storage
+from abacus_ray.config import PRESETS, preset
+from abacus_ray.evaluation.claims import Verdict, judge
+from abacus_ray.evaluation.places import RESULTS_DIR, SWEEP_FILE, results_dirs
+from abacus_ray.evaluation.results import part_files, read_cells_table
+from abacus_ray.storage import Location
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FIG10 = "fig10_k"
 
 
 def register(subparsers) -> None:
@@ -34,15 +51,77 @@ def register(subparsers) -> None:
     p.add_argument("--fig10", action="store_true",
                    help="Fig. 10's view of Abacus models that differ in model.max_k: one row per model ordered by k, "
                         "ID and OOD with 95 %% Wilson intervals, reach, 0 %% from, where the trained positions end, "
-                        "then one line 'Conclusion: ...' that compares only where intervals separate")
+                        "then Fig. 10's 'Conclusion (Fig. 10): ...' line, which compares the offsets only where "
+                        "their 95 %% intervals separate")
     p.set_defaults(func=handler)
 
 
-def read_results(target: str):
-    """Every cell row under RESULTS (one results directory or several sweeps') as one DataFrame."""
+def read_places(target: str | Location) -> tuple[pd.DataFrame, list[tuple[Location, pd.DataFrame]]]:
+    """Every cell row under RESULTS as one DataFrame, and each results directory (one, or a storage
+    root's several sweeps') with its own rows."""
     # a bad URI is refused naming RESULTS, in seconds; a place that holds no results is named itself
-    tables = [read_cells_table(d) for d in results_dirs(target, flag="")]
-    return pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    tables = [(d, read_cells_table(d)) for d in results_dirs(target, flag="")]
+    places = [(d, t.to_pandas()) for d, t in tables]
+    if len(places) == 1:
+        return places[0][1], places
+    return pa.concat_tables([t for _, t in tables], promote_options="permissive").to_pandas(), places
+
+
+def sweep_of(results: Location, cells: pd.DataFrame) -> str | None:
+    """The figure sweep whose claim judges `results`: its sweep root's name (`.../NAME/results`), else
+    the sweep its rows name (`name` = NAME/trial); None where no figure claims them."""
+    names = [results.parent.name] if results.name == RESULTS_DIR else []
+    if "name" in cells.columns:
+        names += sorted({str(n).split("/")[0] for n in cells["name"].dropna()})
+    return next((n for n in names if figures.claim(n) is not None), None)
+
+
+def verdict(results: Location, cells: pd.DataFrame) -> Verdict | None:
+    """The verdict of the figure claim that `results` answer, or None where no figure claims them."""
+    name = sweep_of(results, cells)
+    return judge(figures.claim(name), cells) if name is not None else None
+
+
+def sweep_conclusion(results: Location) -> str | None:
+    """The `Conclusion:` line of a sweep's results directory (None: no results yet, or no claim)."""
+    if not part_files(results):
+        return None
+    found = verdict(results, read_cells_table(results).to_pandas())
+    return found.line() if found is not None else None
+
+
+def _sweep_record(results: Location) -> dict | None:
+    path = results.parent / SWEEP_FILE
+    if results.name != RESULTS_DIR or not storage.exists(path):
+        return None
+    try:
+        return json.loads(storage.read_text(path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a sweep record (JSON: {e.msg})") from None
+
+
+def scale_of(record: dict | None, cells: pd.DataFrame) -> str:
+    """The preset a sweep ran at: its `sweep.json`'s, else the preset whose model width the rows have."""
+    if record and record.get("preset"):
+        return str(record["preset"])
+    widths = set(cells["model.hidden"].dropna()) if "model.hidden" in cells.columns else set()
+    named = [p for p in PRESETS if widths == {preset(p).model.hidden}]
+    return named[0] if named else "custom" if widths else "-"
+
+
+def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
+    """A Markdown table, one row per sweep: what its figure claims and what its results decide."""
+    lines = ["| sweep | figure | claim | verdict | evidence | scale | trials |", "|---|---|---|---|---|---|---|"]
+    for results, cells in places:
+        record = _sweep_record(results)
+        name = results.parent.name if results.name == RESULTS_DIR else str(results)
+        found = verdict(results, cells)
+        models = cells["model_id"].nunique()
+        trials = f"{models}/{len(record['trials'])}" if record and record.get("trials") else str(models)
+        row = ([name, found.claim.figure, found.claim.text, found.verdict, found.evidence] if found else
+               [name, "-", "no figure claims this sweep", "-", "-"]) + [scale_of(record, cells), trials]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
+    return "\n".join(lines)
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -56,13 +135,13 @@ def handler(args: argparse.Namespace) -> int:
         seed_spread,
         summary_table,
     )
-    from abacus_ray.evaluation.offset_reach import conclusion, format_offset_table, offset_table  # pandas
+    from abacus_ray.evaluation.offset_reach import format_offset_table, offset_table  # pandas
 
-    cells = read_results(args.results)
+    cells, places = read_places(args.results)
     if args.fig10:
         table = offset_table(cells)
         print(format_offset_table(table))
-        print(conclusion(cells, table))
+        print(judge(figures.claim(FIG10), cells).line())
         return 0
     labels = tuple(args.label) if args.label else ("name", "model.positions")
     missing = [c for c in labels if c not in cells.columns]
@@ -84,4 +163,9 @@ def handler(args: argparse.Namespace) -> int:
             for col in ("reach", "zero_from"):
                 table[col] = [("-" if pd.isna(v) else str(int(v))) for v in table[col]]
         print(format_table(table))
+    if len(places) > 1:
+        print()
+        print(claims_table(places))
+    elif (found := verdict(*places[0])) is not None:
+        print(found.line())
     return 0

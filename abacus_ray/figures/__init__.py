@@ -1,5 +1,7 @@
 """The paper's figures and tables as sweeps: one module per figure, each declaring `SWEEP = Sweep(...)`
-whose caption is the figure's (the reproduction of Fig. 10 is `abacus_ray/figures/fig10_k.py`).
+whose caption is the figure's (the reproduction of Fig. 10 is `abacus_ray/figures/fig10_k.py`) and
+`CLAIM = Claim(...)`, what the figure claims, which a sweep's results show, contradict or leave
+undecided (`abacus_ray/evaluation/claims.py`).
 
 They ship inside the package, so an installed `abacus-ray` finds them by name from any directory
 (`abacus-ray sweep fig10_k`, `abacus-ray plan --all`); the top-level `sweeps/*.py` are thin scripts that
@@ -12,7 +14,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from abacus_ray.evaluation.claims import Claim
 from abacus_ray.sweep import Sweep
+
+CONFIRM = "_confirm"  # a search's confirmation sweep (`--confirm`) is named NAME_confirm
 
 
 def names() -> tuple[str, ...]:
@@ -28,3 +33,15 @@ def figure(name: str) -> Sweep | None:
     if not isinstance(sweep, Sweep) or sweep.name != name:  # a figure module names its sweep as itself
         raise ValueError(f"{__name__}.{name}: declares no SWEEP = Sweep(name={name!r}, ...)")
     return sweep
+
+
+def claim(name: str) -> Claim | None:
+    """The claim of figure `name`'s sweep (that of its search for `NAME_confirm`), or None when no figure
+    has that name."""
+    base = name.removesuffix(CONFIRM)
+    if base not in names():
+        return None
+    found = getattr(importlib.import_module(f"{__name__}.{base}"), "CLAIM", None)
+    if not isinstance(found, Claim):
+        raise ValueError(f"{__name__}.{base}: declares no CLAIM = Claim(...)")
+    return found

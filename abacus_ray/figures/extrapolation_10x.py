@@ -17,6 +17,7 @@ probed at 6, 8, 10 and 12 digits, scored on the diagonal to 40 digits.
 """
 
 from abacus_ray.config.model import looped, standard_ii
+from abacus_ray.evaluation.claims import Arm, Cells, Claim
 from abacus_ray.sweep import Scale, Search, Sweep
 
 SWEEP = Sweep(
@@ -44,4 +45,14 @@ SWEEP = Sweep(
                                                            "model.layers": 2, "train.max_steps": 6000},),
                       compare={"model.k_draw": ["uniform", "balanced"]}),
     ),
+)
+
+CLAIM = Claim(
+    "Beyond the paper",
+    "an Abacus model reaches >= 90 % on i = j at 9-10x its training length (the paper "
+    "reaches 6x: >= 95 % to 120 digits from size-20 data)",
+    Cells("i = j at 9-10x the training length", diagonal=True, lengths=(9, 10)),
+    arms=(Arm("the best model", {}),),
+    threshold=0.9,
+    best=True,
 )

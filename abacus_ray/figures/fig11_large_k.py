@@ -7,6 +7,7 @@ Tiny: size-5 and size-8 data with k = 5n/4 .. 7n/4 scaled (8, 10, 12 / 13, 16, 1
 """
 
 from abacus_ray.config.model import looped
+from abacus_ray.evaluation.claims import MAX, MIN, Arm, Cells, Claim
 from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
@@ -21,4 +22,13 @@ SWEEP = Sweep(
                variants=[{"task.train_max_len": 5, "model.max_k": k} for k in (8, 10, 12)]
                + [{"task.train_max_len": 8, "model.max_k": k} for k in (13, 16, 19)],
                seeds=1, grids=("diagonal:1-40",)),
+)
+
+CLAIM = Claim(
+    "Fig. 11",
+    "from size-30 and size-40 data alike, a larger offset k solves lengths past a smaller k's "
+    "trained positions (paper: k = 125, 150, 175; up to 6.8x the training length)",
+    Cells("i = j", past_positions=True),
+    within=("task.train_max_len",),
+    pairs=((Arm("largest k", {"model.max_k": MAX}), Arm("smallest k", {"model.max_k": MIN})),),
 )

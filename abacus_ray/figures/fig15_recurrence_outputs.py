@@ -9,6 +9,7 @@ Tiny: a 1 x 4 model on size-5 addition, 12-digit cell, recurrences 1..4.
 """
 
 from abacus_ray.config.model import looped
+from abacus_ray.evaluation.claims import MAX, MIN, Arm, Cells, Claim
 from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
@@ -20,4 +21,17 @@ SWEEP = Sweep(
     eval_recurrences=tuple(range(1, 17)),
     tiny=Scale(overrides={"task.train_max_len": 5, **looped(1, 4)}, grids=("diagonal:12",),
                eval_recurrences=(1, 2, 3, 4)),
+)
+
+CLAIM = Claim(
+    "Fig. 15",
+    "a looped model's answer improves over its recurrences: more problems right after the last "
+    "than after the first (paper: a 1 x 16 model's 100-digit prediction, plotted per recurrence)",
+    Cells("the long i = j cell", diagonal=True),
+    pairs=(
+        (
+            Arm("last recurrence", {"recurrences": MAX}),
+            Arm("first recurrence", {"recurrences": MIN}),
+        ),
+    ),
 )

@@ -8,6 +8,7 @@ Tiny: a 2-layer model on size-5 +/- problems, one seed.
 """
 
 from abacus_ray.config.model import looped
+from abacus_ray.evaluation.claims import Arm, Cells, Claim
 from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
@@ -18,4 +19,13 @@ SWEEP = Sweep(
     grids=("diagonal:1-120",),
     tiny=Scale(overrides={"task.train_max_len": 5, "model.layers": 2, "model.recurrences": 1}, seeds=1,
                grids=("diagonal:1-20",)),
+)
+
+CLAIM = Claim(
+    "Fig. 5",
+    "one model adds and subtracts past its training length: >= 90 % on i = j at 1-2x the training "
+    "length for each (paper: both extrapolate far from size-20 data, read from the plot)",
+    Cells("i = j at 1-2x the training length", diagonal=True, lengths=(1, 2)),
+    arms=(Arm("addition", {"task": "add"}), Arm("subtraction", {"task": "sub"})),
+    threshold=0.9,
 )

@@ -9,6 +9,7 @@ Tiny: ST w/ II 2 x 1 on size-5 addition, one seed.
 """
 
 from abacus_ray.config.model import ST_MICRO_BATCH, standard_ii
+from abacus_ray.evaluation.claims import Cells, Claim, embedding
 from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
@@ -21,4 +22,15 @@ SWEEP = Sweep(
     grids=("paper-addition",),
     tiny=Scale(overrides={"task.train_max_len": 5, **standard_ii(2)}, seeds=1, grids=("tiny-addition",),
                variants=[{"model.positions": p} for p in ("abacus+fire", "fire", "abacus+rope", "rope")]),
+)
+
+CLAIM = Claim(
+    "Fig. 7",
+    "adding Abacus to FIRE or to RoPE improves OOD addition (paper: ST w/ II 16 x 1 heatmaps; "
+    "Abacus+FIRE extrapolates well beyond FIRE, Abacus+RoPE beyond RoPE)",
+    Cells("OOD", view="ood"),
+    pairs=(
+        (embedding("abacus+fire"), embedding("fire")),
+        (embedding("abacus+rope"), embedding("rope")),
+    ),
 )

@@ -7,6 +7,7 @@ Tiny: size 3, 5 and 8, depth-2 architectures, Abacus only, one seed.
 """
 
 from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
+from abacus_ray.evaluation.claims import MAX, MIN, Arm, Cells, Claim
 from abacus_ray.sweep import Scale, Sweep
 
 SWEEP = Sweep(
@@ -19,4 +20,18 @@ SWEEP = Sweep(
     grids=("paper-addition",),
     tiny=Scale(variants=TINY_ARCHS, axes={"task.train_max_len": [3, 5, 8], "model.positions": ["abacus"]},
                seeds=1, grids=("tiny-addition",)),
+)
+
+CLAIM = Claim(
+    "Fig. 9",
+    "models trained on longer operands reach higher OOD accuracy (paper, LT Abacus OOD: 35.8 / "
+    "79.8 / 96.8 / 99.1 % for size 10 / 20 / 30 / 40)",
+    Cells("OOD", view="ood"),
+    within=("model.positions",),
+    pairs=(
+        (
+            Arm("longest training", {"task.train_max_len": MAX}),
+            Arm("shortest training", {"task.train_max_len": MIN}),
+        ),
+    ),
 )

@@ -1,0 +1,379 @@
+"""Every figure's claim and its verdict (abacus_ray/evaluation/claims.py): comparisons and
+thresholds on made-up cell tables (pure pandas, no training), the seed-spread rule, Fig. 10's
+offsets, every figure module's claim against its own sweep's expansion, and `abacus-ray summary`'s
+Conclusion line and table."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+
+from abacus_ray import figures
+from abacus_ray.cli import main as cli_main
+from abacus_ray.config import preset
+from abacus_ray.config.dicts import flatten
+from abacus_ray.evaluation.claims import (
+    CONTRADICTED,
+    MAX,
+    MIN,
+    NOT_SHOWN,
+    SHOWN,
+    Arm,
+    Cells,
+    Claim,
+    embedding,
+    judge,
+    select,
+)
+from abacus_ray.evaluation.regions import region_of, views_for
+from abacus_ray.evaluation.results import config_columns, write_cells
+
+OOD = Cells("OOD", view="ood")
+VERSUS = Claim(
+    "Fig. 3", "Abacus beats FIRE", OOD, pairs=((embedding("abacus"), embedding("fire")),)
+)
+AT_LEAST = Claim("Fig. 19", "Abacus reaches 90 %", OOD, arms=(embedding("abacus"),), threshold=0.9)
+
+
+def _model(
+    correct: dict[tuple[int, int], int],
+    per_cell: int = 100,
+    n_train: int = 5,
+    seed: int = 0,
+    **columns,
+) -> list[dict]:
+    """One model's cell rows: `correct` problems of `per_cell` in each (i, j)."""
+    key = f"{sorted(columns.items())}|{seed}|{n_train}"
+    model_id = hashlib.sha256(key.encode()).hexdigest()
+    return [
+        {
+            "model_id": model_id,
+            "name": f"fig/{key}",
+            "seed": seed,
+            "task": "add",
+            "i": i,
+            "j": j,
+            "region": region_of("add", i, j, n_train),
+            "n_train": n_train,
+            "task.train_max_len": n_train,
+            "n": per_cell,
+            "n_correct": c,
+            "n_first_correct": c,
+            "accuracy": c / per_cell,
+            "per_cell": per_cell,
+            "eval_seed": 0,
+            "recurrences": 1,
+            **columns,
+        }
+        for (i, j), c in correct.items()
+    ]
+
+
+def _ood(c: int) -> dict[tuple[int, int], int]:
+    """Ten OOD cells (6..10 digits, both orders) with `c` of 100 right each, and one ID cell."""
+    return {(1, 1): 100} | {(n, 1): c for n in range(6, 11)} | {(1, n): c for n in range(6, 11)}
+
+
+def _table(*models: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame([r for m in models for r in m])
+
+
+def test_a_comparison_is_shown_where_the_intervals_separate_in_its_direction():
+    v = judge(
+        VERSUS,
+        _table(
+            _model(_ood(60), **{"model.positions": "abacus"}),
+            _model(_ood(2), **{"model.positions": "fire"}),
+        ),
+    )
+    assert v.verdict == SHOWN
+    assert (
+        "Abacus 60.0 % [56.9, 63.0] (600/1,000) vs FIRE 2.0 % [1.3, 3.1] (20/1,000)" in v.evidence
+    )
+    assert v.line().startswith("Conclusion (Fig. 3): Abacus beats FIRE: shown — OOD: ")
+
+
+def test_a_comparison_is_contradicted_where_they_separate_the_other_way():
+    v = judge(
+        VERSUS,
+        _table(
+            _model(_ood(2), **{"model.positions": "abacus"}),
+            _model(_ood(60), **{"model.positions": "fire"}),
+        ),
+    )
+    assert (
+        v.verdict == CONTRADICTED
+        and "Abacus 2.0 %" in v.evidence
+        and "(intervals separate)" in v.evidence
+    )
+
+
+def test_overlapping_intervals_decide_nothing():
+    v = judge(
+        VERSUS,
+        _table(
+            _model(_ood(31), **{"model.positions": "abacus"}),
+            _model(_ood(29), **{"model.positions": "fire"}),
+        ),
+    )
+    assert v.verdict == NOT_SHOWN and "(intervals overlap)" in v.evidence
+    assert v.line().startswith("Conclusion (Fig. 3): Abacus beats FIRE: not shown at this scale")
+
+
+def test_a_missing_arm_or_region_is_not_shown_and_named():
+    v = judge(VERSUS, _table(_model(_ood(60), **{"model.positions": "abacus"})))
+    assert v.verdict == NOT_SHOWN and "no results of FIRE (model.positions = fire)" in v.evidence
+    only_id = _table(
+        _model({(1, 1): 100}, **{"model.positions": "abacus"}),
+        _model({(1, 1): 100}, **{"model.positions": "fire"}),
+    )
+    v = judge(VERSUS, only_id)
+    assert v.verdict == NOT_SHOWN and "no cell of Abacus was evaluated" in v.evidence
+    v = judge(VERSUS, only_id.drop(columns=["model.positions"]))
+    assert v.verdict == NOT_SHOWN and "no 'model.positions' column" in v.evidence
+
+
+@pytest.mark.parametrize(
+    ("correct", "per_cell", "verdict"),
+    [
+        (95, 100, SHOWN),  # 950 of 1,000: the interval lies above 90 %
+        (50, 100, CONTRADICTED),  # under it
+        (9, 10, NOT_SHOWN),  # 90 of 100: the interval straddles it
+    ],
+)
+def test_a_threshold_claim(correct, per_cell, verdict):
+    v = judge(
+        AT_LEAST, _table(_model(_ood(correct), per_cell=per_cell, **{"model.positions": "abacus"}))
+    )
+    assert v.verdict == verdict and "against >= 90 %" in v.evidence
+
+
+def test_a_threshold_below():
+    claim = Claim(
+        "Fig. 21", "hints stay low", OOD, arms=(Arm("every model"),), threshold=0.25, below=True
+    )
+    low = judge(claim, _table(_model(_ood(5), **{"model.positions": "fire"})))
+    high = judge(claim, _table(_model(_ood(60), **{"model.positions": "fire"})))
+    assert (low.verdict, high.verdict) == (SHOWN, CONTRADICTED) and "against < 25 %" in low.evidence
+
+
+def test_the_best_model_decides_a_best_of_threshold():
+    claim = Claim(
+        "Beyond the paper",
+        "some model reaches 90 %",
+        OOD,
+        arms=(Arm("the best model"),),
+        threshold=0.9,
+        best=True,
+    )
+    rows = _table(_model(_ood(97), max_k=30), _model(_ood(10), max_k=10))
+    assert judge(claim, rows).verdict == SHOWN
+    assert (
+        judge(dataclass_replace(claim, best=False), rows).verdict == CONTRADICTED
+    )  # pooled: 53.5 %
+
+
+def dataclass_replace(claim: Claim, **changes) -> Claim:
+    import dataclasses
+
+    return dataclasses.replace(claim, **changes)
+
+
+def test_with_seeds_the_seed_spread_must_separate_too():
+    def arm(positions, rates):
+        return [
+            r
+            for s, c in enumerate(rates)
+            for r in _model(_ood(c), seed=s, **{"model.positions": positions})
+        ]
+
+    # pooled 60 % against 20 %: the intervals separate, but Abacus's seed 1 (30 %) is below FIRE's
+    # seed 0 (35 %)
+    v = judge(VERSUS, _table(arm("abacus", (90, 30)), arm("fire", (35, 5))))
+    assert v.verdict == NOT_SHOWN
+    assert "over seeds 30.0 %-90.0 % (2 seeds) vs 5.0 %-35.0 % (2 seeds)" in v.evidence
+    v = judge(VERSUS, _table(arm("abacus", (90, 50)), arm("fire", (35, 5))))
+    assert v.verdict == SHOWN
+    v = judge(
+        AT_LEAST, _table(arm("abacus", (99, 85)))
+    )  # pooled 92 % [90.7, 93.1], one seed at 85 %
+    assert v.verdict == NOT_SHOWN and "over seeds 85.0 %-99.0 %" in v.evidence
+
+
+def test_picks_resolve_among_the_rows_left_and_within_groups_must_all_hold():
+    claim = Claim(
+        "Fig. 9",
+        "longer training extrapolates further",
+        OOD,
+        within=("model.positions",),
+        pairs=(
+            (
+                Arm("longest", {"task.train_max_len": MAX}),
+                Arm("shortest", {"task.train_max_len": MIN}),
+            ),
+        ),
+    )
+    rows = _table(
+        _model(_ood(80), n_train=5, **{"model.positions": "abacus"}),
+        _model(
+            {(1, 1): 100} | {(n, n): 10 for n in range(4, 9)},
+            n_train=3,
+            **{"model.positions": "abacus"},
+        ),
+    )
+    v = judge(claim, rows)
+    assert (
+        v.verdict == SHOWN
+        and "positions = abacus: longest (train_max_len = 5) 80.0 %" in v.evidence
+    )
+    assert "shortest (train_max_len = 3) 10.0 %" in v.evidence
+    fire = _table(
+        _model(_ood(10), n_train=5, **{"model.positions": "fire"}),
+        _model(_ood(12), n_train=3, **{"model.positions": "fire"}),
+    )
+    assert judge(claim, pd.concat([rows, fire])).verdict == NOT_SHOWN  # FIRE's group overlaps
+    arm_rows, label = select(rows, Arm("shortest", {"task.train_max_len": MIN}))
+    assert set(arm_rows["task.train_max_len"]) == {3} and label == "shortest (train_max_len = 3)"
+
+
+def _offsets(k12_window: int) -> pd.DataFrame:
+    """Fig. 10 at tiny scale: k = 1 and k = 12 on size-5 addition, the 1..5 square and the diagonal
+    to 20; k = 12 solves `k12_window` of 300 per length from 7 (where k = 1's trained positions end)
+    to 17."""
+    square = {(i, j): 297 for i in range(1, 6) for j in range(1, 6)}
+    k1 = square | {(n, n): (150 if n == 6 else 0) for n in range(6, 21)}
+    k12 = square | {(n, n): (200 if n == 6 else k12_window if n < 18 else 0) for n in range(6, 21)}
+    return _table(
+        _model(k1, per_cell=300, **{"model.max_k": 1, "model.positions": "abacus"}),
+        _model(k12, per_cell=300, **{"model.max_k": 12, "model.positions": "abacus"}),
+    )
+
+
+def test_fig10_compares_the_offsets_between_their_trained_positions_ends():
+    claim = figures.claim("fig10_k")
+    v = judge(claim, _offsets(75))
+    assert v.verdict == SHOWN
+    assert (
+        "i = j: at 7-17 digits, past k = 1's trained positions, before k = 12's: "
+        "largest k (max_k = 12) "
+        "25.0 % [23.6, 26.5] (825/3,300) vs smallest k (max_k = 1) 0.0 % [0.0, 0.1] (0/3,300)"
+    ) in v.evidence
+    assert v.line().startswith(
+        "Conclusion (Fig. 10): a larger Abacus offset k solves lengths past where"
+    )
+    assert judge(claim, _offsets(0)).verdict == NOT_SHOWN  # both at 0 of 3,300
+    one_k = _offsets(75)
+    v = judge(claim, one_k[one_k["model.max_k"] == 12])
+    assert v.verdict == NOT_SHOWN and "the same results" in v.evidence
+
+
+def _expanded_columns(name: str, preset_name: str) -> pd.DataFrame:
+    """One row per trial of figure `name` at `preset_name`: every config column, and the result
+    columns a claim may select by (`task`: the problems' task; `recurrences`: the test-time
+    recurrences scored)."""
+    sweep = figures.figure(name)
+    rows = []
+    for t in sweep.expand(preset_name):
+        cols = flatten(t.config.to_dict())
+        tasks = ("add", "sub") if cols["task.name"] == "addsub" else (cols["task.name"],)
+        recs = sweep.eval_recurrences_for(preset_name) or (t.config.model.test_recurrences,)
+        rows += [cols | {"task": task, "recurrences": r} for task in tasks for r in recs]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("name", figures.names())
+def test_every_figure_claims_what_its_own_sweep_can_decide(name):
+    claim = figures.claim(name)
+    assert isinstance(claim, Claim) and claim.text and claim.figure
+    for preset_name in ("tiny", "paper"):
+        trials = _expanded_columns(name, preset_name)
+        assert all(c in trials.columns for c in claim.within), (name, claim.within)
+        for arm in claim.all_arms():
+            missing = [c for c in arm.where if c not in trials.columns]
+            assert not missing, (
+                f"{name}: arm {arm.label!r} names {missing}, not a column of its results"
+            )
+            assert not select(trials, arm)[0].empty, (
+                f"{name} ({preset_name}): arm {arm.label!r} selects no trial"
+            )
+        for a, b in claim.pairs:
+            assert not select(trials, a)[0].index.equals(select(trials, b)[0].index), (
+                name,
+                a.label,
+                b.label,
+            )
+        if claim.cells.view is not None:
+            assert all(claim.cells.view in views_for(t) for t in set(trials["task"])), (
+                name,
+                claim.cells.view,
+            )
+        if claim.cells.past_positions:
+            assert trials["model.positions"].str.startswith("abacus").all()
+    assert figures.claim(f"{name}_confirm") == claim  # a search's confirmation answers its claim
+    assert figures.claim("no_such_figure") is None
+
+
+def _write_fig10_sweep(root, k12_window: int = 75, preset_name: str = "tiny"):
+    """A Fig. 10 sweep root as a sweep leaves it (sweep.json, results/), with made-up rows."""
+    rows = []
+    for r in _offsets(k12_window).to_dict("records"):
+        cfg = preset(
+            "tiny", [f"model.max_k={r['model.max_k']}", f"name=fig10_k/max_k={r['model.max_k']}"]
+        )
+        rows.append(
+            {k: v for k, v in r.items() if not k.startswith(("model.", "task.", "name", "seed"))}
+            | {
+                "run_id": cfg.name,
+                "require_eos": True,
+                "scoring": "exact",
+                "engine": "teacher",
+                "precision": "fp32",
+                "seconds": 0.01,
+                "device": "cpu",
+                "evaluated_at": "2026-01-01T00:00:00+00:00",
+                **config_columns(cfg),
+            }
+        )
+    root.mkdir(parents=True)
+    (root / "sweep.json").write_text(json.dumps({"preset": preset_name, "trials": [{}, {}]}))
+    write_cells(root / "results", rows)
+    return root
+
+
+def test_summary_of_a_sweep_root_ends_with_its_conclusion(tmp_path, capsys):
+    root = _write_fig10_sweep(tmp_path / "fig10_k")
+    for argv in ([str(root)], [str(root / "results"), "--seeds"], [str(root), "--fig10"]):
+        assert cli_main(["summary", *argv]) == 0
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        assert (
+            last.startswith("Conclusion (Fig. 10): ")
+            and ": shown — i = j: at 7-17 digits" in last
+        ), argv
+
+
+def test_summary_of_a_storage_root_prints_one_row_per_sweep(tmp_path, capsys):
+    _write_fig10_sweep(tmp_path / "fig10_k")
+    other = _write_fig10_sweep(tmp_path / "mine", k12_window=0, preset_name="paper")
+    assert cli_main(["summary", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    table = (
+        out[out.index("| sweep | figure | claim | verdict | evidence | scale | trials |") :]
+        .strip()
+        .splitlines()
+    )
+    rows = {r.split(" | ")[0].strip("| "): r.split(" | ") for r in table[2:]}
+    assert len(table) == 4 and set(rows) == {"fig10_k", "mine"}
+    assert rows["fig10_k"][1:2] == ["Fig. 10"] and rows["fig10_k"][3] == SHOWN
+    assert "0.0 % [0.0, 0.1] (0/3,300)" in rows["fig10_k"][4] and rows["fig10_k"][5:] == [
+        "tiny",
+        "2/2 |",
+    ]
+    # a sweep root of another name is judged by the figure its rows name (fig10_k/...), at its own
+    # scale
+    assert (
+        rows["mine"][1] == "Fig. 10" and rows["mine"][3] == NOT_SHOWN and rows["mine"][5] == "paper"
+    )
+    assert (other / "sweep.json").exists() and "Conclusion (" not in out
