@@ -69,7 +69,7 @@ INT64 = 2**63
     ("--flush-every-cells", st.integers(max_value=0), "flush_every_cells"),
     ("--flush-every-s", st.floats(max_value=0) | st.just(math.nan), "flush_every_s"),
     ("--per-cell", st.integers(min_value=INT64), "eval.per_cell"),
-    ("--seed", st.integers(min_value=INT64) | st.integers(max_value=-INT64 - 1), "eval.seed"),
+    ("--seed", st.integers(min_value=INT64) | st.integers(max_value=-1), "eval.seed"),
     ("--device", st.sampled_from(["garbage", "cuda:99", "meta", "tpu", ":0", "cpu:-1x"]), "--device"),
 ]), data=st.data())
 def test_eval_flags_refuse_out_of_range_values(case, data, ckpt, work):
@@ -107,6 +107,7 @@ def test_unknown_options_and_commands(command, option, name, work):
     (["describe", "--seq-len", "0"], "--seq-len"),
     (["describe", "--seq-len"], "--seq-len"),
     (["train", "--out", "{work}/t", "--device", "tpu"], "--device"),
+    (["eval", "{ckpt}", "--out", "{work}/o", "--cells", "1x1", "--seed", "-1"], "eval.seed: must be >= 0"),
     (["train", "--out", "{work}/t", "--resume"], "--resume"),
     (["summary", "{ckpt}", "--label", "nosuch"], ("--label", "{ckpt}")),
 ])

@@ -35,6 +35,7 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         check(self.per_cell >= 1, "eval.per_cell", f"must be >= 1, got {self.per_cell}")
+        check(self.seed >= 0, "eval.seed", f"must be >= 0, got {self.seed}")
         bounds.check_at_most(self.per_cell, bounds.MAX_PER_CELL, "eval.per_cell")
         check_choice(self.engine, "eval.engine", ENGINES)
         check(self.recurrences is None or self.recurrences >= 1, "eval.recurrences",
