@@ -264,3 +264,20 @@ def test_a_directory_on_object_storage_is_never_seen_half_done(s3_env, monkeypat
         (tmp_path / "up" / name).write_bytes(data)
     storage.upload(tmp_path / "up", crashed, last="meta.json")
     assert _visible(crashed) == new
+
+
+def test_a_trial_killed_before_its_first_report_is_named_from_the_bucket(s3_env):
+    """Tune's result of such a trial has no config: its run name comes from the params.json Tune wrote
+    into the trial's directory, read through the storage owner from the file system Ray hands back."""
+    from ray.tune import Result
+
+    from abacus_ray.cluster.trial import run_name
+
+    trial = storage.resolve(s3_env.uri(f"tune-{os.getpid()}")) / "trial_0"
+    storage.write_text(trial / "params.json", '{"run": "fig10_k/max_k=25_seed=0"}')
+    result = Result(metrics={}, checkpoint=None, error=None, path=trial.path, _storage_filesystem=trial.fs)
+    assert run_name(result) == "fig10_k/max_k=25_seed=0"
+    gone = Result(metrics={}, checkpoint=None, error=None, path=(trial.parent / "trial_1").path,
+                  _storage_filesystem=trial.fs)
+    with pytest.raises(FileNotFoundError, match=f"s3://{s3_env.bucket}/tune-{os.getpid()}/trial_1/params.json"):
+        run_name(gone)

@@ -45,8 +45,8 @@ def run_name(result) -> str:
     the trial's directory when the trial starts still names it."""
     if result.config and "run" in result.config:
         return result.config["run"]
-    with result.filesystem.open_input_stream(f"{result.path}/params.json") as f:
-        return json.loads(f.read())["run"]
+    params = storage.located(result.filesystem, f"{result.path}/params.json")
+    return json.loads(storage.read_text(params))["run"]
 
 
 def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn) -> None:

@@ -75,7 +75,6 @@ from abacus_ray.storage.probe import check_local_dir, probe
 __all__ = [
     "Location", "StorageError", "check_local_dir", "copy_file", "delete", "download", "driver_dir", "exists",
     "file_info", "find", "glob", "is_dir", "is_file", "is_uri", "listdir", "local_path", "located", "not_a_file",
-    "open_parquet",
-    "probe", "read_bytes", "read_parquet", "read_parquet_schema", "read_text", "resolve", "safe_uri", "upload",
-    "write_bytes", "write_dir", "write_files", "write_parquet", "write_text",
+    "open_parquet", "probe", "read_bytes", "read_parquet", "read_parquet_schema", "read_text", "resolve",
+    "safe_uri", "upload", "write_bytes", "write_dir", "write_files", "write_parquet", "write_text",
 ]
