@@ -64,8 +64,11 @@ def test_rerun_resumes_without_retraining(fig10_run, ray_local, capsys):
     assert main(_fig10(), [*ARGS, "--storage", str(fig10_run.parent)]) == 0
     assert _models(fig10_run) == before  # same trials, same checkpoint hashes
     assert sorted((fig10_run / "results").glob("part-*.parquet")) == parts  # nothing re-evaluated
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert "resuming" in err and "evaluated 0 cells" in err
+    # the sweep ends with Fig. 10's verdict; its grid (1..3 square) holds no length past k = 1's positions
+    conclusion = [line for line in out.splitlines() if line.startswith("Conclusion (Fig. 10): ")]
+    assert len(conclusion) == 1 and ": not shown at this scale — i = j: " in conclusion[0]
 
 
 def test_rerun_with_other_trials_is_refused(fig10_run, ray_local):

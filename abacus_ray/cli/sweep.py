@@ -251,6 +251,12 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
 
         print(f"{sweep.name}: dashboard {build_site(root / 'results', local / 'dashboard')}", file=sys.stderr)
     print(f"{sweep.name}: results in {root}")
+    if not parsed.no_eval and storage.is_dir(root / "results"):
+        from abacus_ray.cli.summary import sweep_conclusion  # pandas, only for a sweep with results
+
+        conclusion = sweep_conclusion(root / "results")  # the figure's claim, decided by these results
+        if conclusion is not None:
+            print(conclusion)
     if failures:  # the last line: which trials failed and why (the others' results are in place)
         print(failure_line(sweep.name, len(trials), failures), file=sys.stderr)
         return 1
