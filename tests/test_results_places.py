@@ -4,6 +4,7 @@ sweep's checkpoints with its own `results/`. Local directories here; the S3 form
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -91,3 +92,94 @@ def test_a_missing_place_is_refused_naming_results(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotADirectoryError, match=r"^RESULTS: .*file: is not a directory"):
         results_dirs(tmp_path / "file")
+
+
+# --- eval-all: what it scores, and where it looks ----------------------------------------------------------
+
+def _checkpoint(path: Path, seed: int = 0) -> Path:
+    """A tiny checkpoint at `path` (a `step-*` directory); `seed` gives other weights."""
+    import torch
+
+    from abacus_ray.config import preset
+    from abacus_ray.model.checkpoint import save_checkpoint
+    from abacus_ray.model.transformer import ArithmeticTransformer
+
+    cfg = preset("tiny", ["model.hidden=16", "model.intermediate=32", "model.heads=2", "model.layers=1"])
+    torch.manual_seed(seed)
+    save_checkpoint(path, ArithmeticTransformer.for_experiment(cfg), cfg,
+                    {"step": 1, "samples": 64, "device_hours": 0.0, "micro_index": 1, "tokens": 100,
+                     "optimizer": {"state": {}, "param_groups": []}})
+    return path
+
+
+def _eval_all_models(place: Path, *flags: str, base: Path | None = None) -> list[list[str]]:
+    """The checkpoints `eval-all PLACE FLAGS` would score, per place, as paths relative to `base`
+    (default: `place`)."""
+    from abacus_ray import storage
+    from abacus_ray.cli.eval_all import places_of
+
+    args = argparse.Namespace(results=str(place), out=None, include=None)
+    for flag, value in zip(flags[::2], flags[1::2], strict=True):
+        setattr(args, flag.lstrip("-"), value)
+    found = places_of(args, storage.resolve(place))
+    return [[str(Path(m).relative_to(base or place)) for m in models] for models, _ in found]
+
+
+def test_eval_all_never_looks_above_the_place_it_was_given(tmp_path, capsys, no_ray):
+    evals = tmp_path / "evals"
+    _checkpoint(evals / "elsewhere" / "step-000000001")  # beside the results directory, not in it
+    synthetic_results(evals / "a", [("x/y", [])], SQUARE, per_cell=20)
+    assert _places(evals / "a") == [(evals / "a", evals / "a")]
+    assert main(["eval-all", str(evals / "a")]) == 2
+    assert capsys.readouterr().err.strip() == f"abacus-ray eval-all: error: RESULTS: no checkpoints to score under " \
+                                              f"{evals / 'a'}"
+
+
+def test_eval_all_scores_what_the_sweep_scored(tmp_path, capsys, no_ray):
+    from abacus_ray import storage, trial_status
+    from abacus_ray.evaluation.places import EvaluationPlace
+
+    sweep = write_sweep(tmp_path, "s")
+    for t in "abcd":
+        _checkpoint(sweep / "train" / f"train-{t}" / "step-000000001")
+    assert main(["eval-all", str(sweep)]) == 2  # a sweep that never wrote its trial record
+    assert capsys.readouterr().err.strip() == (
+        f"abacus-ray eval-all: error: {sweep / 'trials.parquet'}: no trial record: a sweep writes it when its "
+        "trials end; rerun the sweep's command to finish it, then eval-all")
+    statuses = dict(zip("abcd", trial_status.STATUSES, strict=True))  # a finished, b stopped, c diverged, d error
+    storage.write_parquet(sweep / trial_status.TRIALS_FILE, trial_status.record_table(
+        {"run": f"s/{t}", "status": st, "checkpoint": f"train/train-{t}/step-000000001"} for t, st in statuses.items()))
+    assert _eval_all_models(sweep) == [["train/train-a/step-000000001"]]
+    assert _eval_all_models(sweep / "results", base=sweep) == [["train/train-a/step-000000001"]]  # its own sweep's
+    assert evaluation_places(sweep / "results") == [EvaluationPlace(storage.resolve(sweep), storage.resolve(
+        sweep / "results"), sweep=True)]
+    assert _eval_all_models(sweep, "--include", "diverged,error") == [
+        [f"train/train-{t}/step-000000001" for t in "acd"]]
+    assert _eval_all_models(tmp_path) == [["s/train/train-a/step-000000001"]]  # a storage root: per sweep
+
+
+def test_eval_all_names_results_not_out_when_no_out_was_given(tmp_path, capsys, no_ray):
+    _checkpoint(tmp_path / "runs" / "a" / "step-000000001")
+    (tmp_path / "runs" / "results").write_text("not a directory")
+    assert main(["eval-all", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"abacus-ray eval-all: error: RESULTS: {tmp_path / 'runs' / 'results'}"), err
+
+
+def test_eval_all_scores_two_copies_of_one_run_once_and_ends_a_link_loop(tmp_path, capsys):
+    import shutil
+
+    from abacus_ray.cli.eval_all import checked_models, find_models
+
+    runs = tmp_path / "runs"
+    _checkpoint(runs / "a" / "step-000000001")
+    shutil.copytree(runs / "a", runs / "b")
+    _checkpoint(runs / "c" / "step-000000001", seed=1)
+    models = find_models(runs)
+    assert models == [runs / r / "step-000000001" for r in "abc"]
+    assert checked_models(models, runs / "results") == [runs / "a" / "step-000000001", runs / "c" / "step-000000001"]
+    assert "1 checkpoint(s) for" in capsys.readouterr().err
+    (runs / "loop").mkdir()
+    for name in ("up", "up2"):  # two links back up: a recursive listing would branch at every level
+        (runs / "loop" / name).symlink_to(runs)
+    assert find_models(runs) == models

@@ -1,30 +1,38 @@
 """`abacus-ray eval-all RESULTS [--grid G]`: every trained model under RESULTS, scored through Ray Data.
 
-    abacus-ray eval-all RESULTS [--grid paper-100plus] [--out DIR] [--per-cell N] [--seed S]
+    abacus-ray eval-all RESULTS [--grid paper-100plus] [--out DIR] [--include STATUS,...] [--per-cell N]
 
 RESULTS is a sweep root, a storage root holding several sweeps (a sweep's `--storage`, a bucket prefix),
 a sweep's results directory, or a directory of `abacus-ray train --out` runs, as for `summary` and
-`dashboard` (`evaluation.places`). A model is the latest `step-*` checkpoint of each run directory; each
-sweep's models are scored into its own `results/` unless `--out` names one directory for all. Only cells
-whose key is missing are evaluated, so a second run does nothing. The default grid is the paper's 100+
-set (the 101-160 diagonal; `make eval-100plus`).
+`dashboard` (`evaluation.places`); nothing above RESULTS is searched but a results directory's own
+sweep. In a sweep, the models are what the sweep scored: the final checkpoints of its finished trials,
+from its trial record (`trials.parquet`); `--include` adds the last checkpoint of stopped, diverged or
+errored trials. Elsewhere a model is the latest `step-*` checkpoint of RESULTS itself or of each run
+directory in it. A model held twice (copies of one run) is scored once. Each sweep's models are scored
+into its own `results/` unless `--out` names one directory for all. Only cells whose key is missing are
+evaluated, so a second run does nothing. The default grid is the paper's 100+ set (the 101-160
+diagonal; `make eval-100plus`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
-from abacus_ray import storage
-from abacus_ray.cli import check_num_cpus, leave_working_dir
+import pyarrow as pa
+
+from abacus_ray import storage, trial_status
+from abacus_ray.cli import check_num_cpus, leave_working_dir, one_line
 from abacus_ray.config import EvalConfig
 from abacus_ray.config.dicts import with_overrides
 from abacus_ray.evaluation.grids import resolve_grid_names
-from abacus_ray.evaluation.places import EvaluationPlace, evaluation_places
+from abacus_ray.evaluation.places import evaluation_places
 from abacus_ray.evaluation.results import done_keys
 
 DEFAULT_GRIDS = ("paper-100plus",)
+MAX_RECORD_BYTES = 16 << 20  # a trial record is about 100 bytes a trial (at most `sweep.MAX_TRIALS`)
 
 
 def register(subparsers) -> None:
@@ -37,6 +45,10 @@ def register(subparsers) -> None:
                    help=f"grid name or spec (repeatable; default {', '.join(DEFAULT_GRIDS)}: the 101-160 diagonal)")
     p.add_argument("--out", default=None,
                    help="one Parquet results directory or URI for every model (default: each sweep's results/)")
+    p.add_argument("--include", default=None, metavar="STATUS[,STATUS]",
+                   help="in a sweep, also score the last checkpoint of trials that did not finish: a comma list "
+                        "of stopped (by ASHA or the user), diverged (the last one before the loss stopped "
+                        "being finite), error (default: finished trials only, what the sweep scored)")
     p.add_argument("--per-cell", type=int, default=None, help="problems per cell (default 100, the paper's)")
     p.add_argument("--seed", type=int, default=None, help="evaluation seed (default 0)")
     p.add_argument("--address", default=None, help="Ray address (default: $RAY_ADDRESS, else a local Ray)")
@@ -45,38 +57,86 @@ def register(subparsers) -> None:
 
 
 def find_models(root) -> list:
-    """The latest checkpoint of every run directory below `root`, a path or a `storage.Location` (sorted,
-    deterministic; one recursive listing on an object store)."""
-    from abacus_ray.model.checkpoint import latest_checkpoint  # heavy: torch, not at `abacus-ray --help`
+    """The latest checkpoint of `root` if it is a training run, else of each run directory directly in
+    it (a path or `storage.Location`; sorted). Not recursive: a link back up cannot loop. A checkpoint
+    itself is refused: its results would go inside it."""
+    from abacus_ray.model.checkpoint import META_FILE, latest_checkpoint  # heavy: torch, not at --help
 
     root = storage.resolve(root, flag="RESULTS")
     if not storage.is_dir(root):
         return []
-    metas = [m for m in storage.find(root, "meta.json")
-             if m.parent.name.startswith("step-") and not m.parent.name.startswith(".")]
-    runs = {m.parent.parent.path: m.parent.parent for m in metas}
-    found = [latest_checkpoint(runs[k]) for k in sorted(runs)]
+    if storage.is_file(root / META_FILE):
+        raise ValueError(f"RESULTS: {root} is a checkpoint; give its run directory ({root.parent}) or "
+                         "score it alone with `abacus-ray eval`")
+    own = latest_checkpoint(root)
+    if own is not None:
+        return [own]
+    found = [latest_checkpoint(c) for c in storage.listdir(root) if not c.name.startswith(".")]
     return [p for p in found if p is not None]
 
 
+def sweep_models(root: storage.Location, include: frozenset[str]) -> list:
+    """The checkpoints a sweep's trial record lists for the statuses in `include` (finished: what the
+    sweep itself scored). A sweep without its record (its trials never all ended) is refused."""
+    path = root / trial_status.TRIALS_FILE
+    info = storage.file_info(path)
+    if not storage.is_file(path):
+        raise FileNotFoundError(f"{path}: no trial record: a sweep writes it when its trials end; rerun "
+                                "the sweep's command to finish it, then eval-all")
+    if info.size > MAX_RECORD_BYTES:
+        raise ValueError(f"{path}: {info.size} bytes is too large for a trial record "
+                         f"(at most {MAX_RECORD_BYTES})")
+    try:
+        record = storage.read_parquet(path)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise ValueError(f"{path}: not a trial record ({one_line(str(e))[:100]})") from None
+    found = [root / rel for rel in trial_status.checkpoints_to_score(record, include, str(path))]
+    return [c.as_path() if c.local else c for c in found]
+
+
 def places_of(args: argparse.Namespace, results: storage.Location) -> list[tuple[list, storage.Location]]:
-    """(models, where their results go) per place under RESULTS that holds models; `--out` probed once."""
-    places = [EvaluationPlace(results, storage.resolve(args.out, flag="--out"))] if args.out else \
-        evaluation_places(results)
-    found = [(models, place.results) for place in places if (models := find_models(place.models))]
+    """(models, where their results go) per place under RESULTS that holds models; each results
+    directory probed for writing, naming `--out` only when it was given."""
+    include = trial_status.parse_include(args.include)
+    if args.out:
+        places = [dataclasses.replace(p, results=storage.resolve(args.out, flag="--out"))
+                  for p in evaluation_places(results)]
+    else:
+        places = evaluation_places(results)
+    found, sweeps = [], any(p.sweep for p in places)
+    for place in places:
+        models = sweep_models(place.models, include) if place.sweep else find_models(place.models)
+        if models:
+            found.append((models, place.results))
     if not found:
-        raise ValueError(f"RESULTS: no checkpoints under {args.results}")
-    return [(models, storage.probe(out, "--out")) for models, out in found]
+        raise ValueError(f"RESULTS: no checkpoints to score under {args.results}" + (
+            " (finished trials only; --include adds others)" if sweeps and not args.include else ""))
+    flag = "--out" if args.out else "RESULTS"
+    return [(models, storage.probe(out, flag)) for models, out in found]
+
+
+def checked_models(models: list, out: storage.Location) -> list:
+    """Every checkpoint loaded once, weights-only and hash-checked (a foreign, truncated or
+    wrong-architecture file is refused naming it, not inside an evaluator actor), and each model kept
+    once by its `model_id`: copies of one run are scored once, under the first path."""
+    from abacus_ray.model.checkpoint import load_checkpoint  # heavy: torch, not at `abacus-ray --help`
+
+    by_id: dict[str, object] = {}
+    for path in models:  # costs one load per model (seconds), small beside scoring it
+        by_id.setdefault(load_checkpoint(path, map_location="cpu").model_id, path)
+    if len(by_id) < len(models):
+        print(f"eval-all: {len(models) - len(by_id)} checkpoint(s) for {out} are copies of another; each "
+              "model is scored once", file=sys.stderr)
+    return list(by_id.values())
 
 
 def handler(args: argparse.Namespace) -> int:
-    """Everything is checked before Ray starts: flags, grids, every checkpoint loaded once weights-only and
-    hash-checked (a foreign, truncated or wrong-architecture file is refused naming it, not inside an
-    evaluator actor), and the work planned (which checks every cell against its model's Abacus table)."""
+    """Everything is checked before Ray starts: flags, grids, every checkpoint (`checked_models`), and
+    the work planned (which checks every cell against its model's Abacus table)."""
     from abacus_ray.evaluation.work import Source, work_items  # heavy: torch, not at `abacus-ray --help`
-    from abacus_ray.model.checkpoint import load_checkpoint  # torch, as above
 
     grids = resolve_grid_names(tuple(args.grids or DEFAULT_GRIDS))
+    trial_status.parse_include(args.include)  # a bad status in one line, before any place is read
     overrides = {k: v for k, v in (("per_cell", args.per_cell), ("seed", args.seed)) if v is not None}
     eval_cfg = with_overrides(EvalConfig(), overrides)
     check_num_cpus(args.num_cpus)
@@ -85,8 +145,7 @@ def handler(args: argparse.Namespace) -> int:
     for models, out in places_of(args, results):
         models = [m.resolve() if isinstance(m, Path) else m for m in models]
         done_keys(out)  # a foreign or unreadable results directory is refused here, not after the cluster starts
-        for path in models:  # costs one load per model (seconds), small beside scoring it
-            load_checkpoint(path, map_location="cpu")
+        models = checked_models(models, out)
         jobs.append((len(models), out, work_items([Source(str(m)) for m in models], grids, eval_cfg, out)))
 
     from abacus_ray.cluster import runtime  # heavy: Ray, only once everything above is checked

@@ -62,24 +62,45 @@ def results_dirs(target: str | Path | Location, flag: str = "RESULTS") -> list[L
 
 @dataclass(frozen=True)
 class EvaluationPlace:
-    """Checkpoints to score (every run under `models`) and the results directory their rows go to."""
+    """Checkpoints to score and the results directory their rows go to. In a sweep (`sweep`), the
+    checkpoints its trial record lists (`abacus_ray.trial_status`); elsewhere the latest checkpoint
+    of `models` itself or of each run directory directly in it."""
 
     models: Location
     results: Location
+    sweep: bool = False
+
+
+def _is_sweep(loc: Location) -> bool:
+    return storage.is_file(loc / SWEEP_FILE)
 
 
 def _is_sweep_root(loc: Location) -> bool:
     return any(storage.exists(loc / name) for name in (SWEEP_FILE, RESULTS_DIR, TRAIN_DIR))
 
 
+def _is_run(loc: Location) -> bool:
+    """A training run's directory: it holds numbered `step-*` checkpoints."""
+    return any(c.name.startswith("step-") for c in storage.listdir(loc))
+
+
+def _at(root: Location, results: Location) -> EvaluationPlace:
+    return EvaluationPlace(root, results, sweep=_is_sweep(root))
+
+
 def evaluation_places(target: str | Path | Location, flag: str = "RESULTS") -> list[EvaluationPlace]:
-    """Where `eval-all TARGET` finds models and writes their results, one place per sweep: a results
-    directory's sweep root and itself; a sweep root and its `results/`; each sweep root of a storage root;
-    any other directory of trained runs (`abacus-ray train --out` directories) and its `results/`."""
+    """Where `eval-all TARGET` finds models and writes their results, one place per sweep, never above
+    TARGET but for a results directory's own sweep or run: a results directory and the sweep root (or
+    training run) it lies in, else itself alone; a sweep root and its `results/`; each sweep root of a
+    storage root; any other directory of trained runs (`abacus-ray train --out` directories) and its
+    `results/`."""
     loc = _place(target, flag)
     if part_files(loc):
-        return [EvaluationPlace(loc.parent, loc)]
+        parent = loc.parent
+        if parent.path != loc.path and (_is_sweep(parent) or _is_run(parent)):
+            return [_at(parent, loc)]
+        return [EvaluationPlace(loc, loc)]  # checkpoints inside it only, if any
     if _is_sweep_root(loc):
-        return [EvaluationPlace(loc, loc / RESULTS_DIR)]
+        return [_at(loc, loc / RESULTS_DIR)]
     roots = [c for c in storage.listdir(loc) if storage.is_dir(c) and _is_sweep_root(c)]
-    return [EvaluationPlace(r, r / RESULTS_DIR) for r in roots] or [EvaluationPlace(loc, loc / RESULTS_DIR)]
+    return [_at(r, r / RESULTS_DIR) for r in roots] or [EvaluationPlace(loc, loc / RESULTS_DIR)]
