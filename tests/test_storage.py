@@ -208,8 +208,8 @@ def test_gcs_uris_resolve_without_network():
 
 
 def _visible(loc) -> dict[str, bytes] | None:
-    """What a reader of a checkpoint-like directory gets: None while it counts as absent (no meta.json,
-    or `download` refuses it), else every file `download` copies."""
+    """What a reader of a checkpoint-like directory gets: None while it counts as absent (no
+    meta.json, or `download` refuses it), else every file `download` copies."""
     import tempfile
 
     if not storage.exists(loc / "meta.json"):
@@ -219,22 +219,24 @@ def _visible(loc) -> dict[str, bytes] | None:
             storage.download(loc, tmp)
         except FileNotFoundError:
             return None
-        return {p.relative_to(tmp).as_posix(): p.read_bytes() for p in Path(tmp).rglob("*") if p.is_file()}
+        return {p.relative_to(tmp).as_posix(): p.read_bytes()
+                for p in Path(tmp).rglob("*") if p.is_file()}
 
 
 def test_a_directory_on_object_storage_is_never_seen_half_done(s3_env, monkeypatch, tmp_path):
-    """`write_dir` on S3: an interrupted replace leaves the directory absent, never old and new files
-    mixed, during or after; a finished one holds exactly its own files; `replace=False` keeps it."""
+    """`write_dir` on S3: an interrupted replace leaves the directory absent, never old and new
+    files mixed, during or after; a finished one holds exactly its own files; `replace=False` keeps
+    it."""
     from abacus_ray.storage import dirs
 
     loc = storage.resolve(s3_env.uri(f"dir-{os.getpid()}")) / "step-000000001"
-    old = {"meta.json": b"old meta", "model.pt": b"old weights", "stale.txt": b"only in the old one"}
+    old = {"meta.json": b"old meta", "model.pt": b"old weights", "stale.txt": b"only in the old"}
     storage.write_dir(loc, old, last="meta.json")
     assert _visible(loc) == old
     new = {"meta.json": b"new meta", "model.pt": b"new weights", "sub/state.pt": b"new state"}
     seen, put = [], dirs._put
 
-    def crash_after_one(local, target):  # the write dies between two files, as a killed process would
+    def crash_after_one(local, target):  # the write dies between two files, as a killed one would
         seen.append(_visible(loc))  # what a reader sees at that moment
         if len(seen) == 2:
             raise OSError("connection lost")
@@ -246,20 +248,22 @@ def test_a_directory_on_object_storage_is_never_seen_half_done(s3_env, monkeypat
     assert seen == [None, None] and _visible(loc) is None  # absent during and after: never a mix
     storage.write_dir(loc, new, last="meta.json")
     assert _visible(loc) == new
-    assert sorted(c.name for c in storage.listdir(loc)) == [dirs.MANIFEST, "meta.json", "model.pt", "sub"]
+    names = sorted(c.name for c in storage.listdir(loc))
+    assert names == [dirs.MANIFEST, "meta.json", "model.pt", "sub"]  # stale.txt is gone
     storage.write_dir(loc, {"meta.json": b"third"}, replace=False)  # a finished directory is kept
     assert _visible(loc) == new
-    storage.write_bytes(loc / "model.pt", b"changed behind the manifest")  # a mix, as a racing writer leaves
+    storage.write_bytes(loc / "model.pt", b"changed")  # a mix, as a racing writer might leave it
     with pytest.raises(FileNotFoundError, match="incomplete directory"):
         storage.download(loc, tmp_path / "copy")
     assert list((tmp_path / "copy").iterdir()) == []  # refused: nothing of it copied
-    crashed = loc.parent / "step-000000002"  # a first write interrupted: absent, and replace=False rewrites it
+    crashed = loc.parent / "step-000000002"  # a first write interrupted: absent; replace=False
+    # then writes it
     with monkeypatch.context() as m, pytest.raises(OSError, match="disk gone"):
         m.setattr(dirs, "_put", lambda local, target: (_ for _ in ()).throw(OSError("disk gone")))
         storage.write_dir(crashed, new, last="meta.json")
     storage.write_dir(crashed, new, last="meta.json", replace=False)
     assert _visible(crashed) == new
-    (tmp_path / "up" / "sub").mkdir(parents=True)  # a checkpoint made on this disk, then copied up whole
+    (tmp_path / "up" / "sub").mkdir(parents=True)  # a checkpoint made on this disk, copied up
     for name, data in new.items():
         (tmp_path / "up" / name).write_bytes(data)
     storage.upload(tmp_path / "up", crashed, last="meta.json")
@@ -267,17 +271,20 @@ def test_a_directory_on_object_storage_is_never_seen_half_done(s3_env, monkeypat
 
 
 def test_a_trial_killed_before_its_first_report_is_named_from_the_bucket(s3_env):
-    """Tune's result of such a trial has no config: its run name comes from the params.json Tune wrote
-    into the trial's directory, read through the storage owner from the file system Ray hands back."""
+    """Tune's result of such a trial has no config: its run name comes from the params.json Tune
+    wrote into the trial's directory, read through the storage owner from the file system Ray hands
+    back."""
     from ray.tune import Result
 
     from abacus_ray.cluster.trial import run_name
 
     trial = storage.resolve(s3_env.uri(f"tune-{os.getpid()}")) / "trial_0"
     storage.write_text(trial / "params.json", '{"run": "fig10_k/max_k=25_seed=0"}')
-    result = Result(metrics={}, checkpoint=None, error=None, path=trial.path, _storage_filesystem=trial.fs)
+    result = Result(metrics={}, checkpoint=None, error=None, path=trial.path,
+                    _storage_filesystem=trial.fs)
     assert run_name(result) == "fig10_k/max_k=25_seed=0"
     gone = Result(metrics={}, checkpoint=None, error=None, path=(trial.parent / "trial_1").path,
                   _storage_filesystem=trial.fs)
-    with pytest.raises(FileNotFoundError, match=f"s3://{s3_env.bucket}/tune-{os.getpid()}/trial_1/params.json"):
+    missing = f"s3://{s3_env.bucket}/tune-{os.getpid()}/trial_1/params.json"
+    with pytest.raises(FileNotFoundError, match=missing):
         run_name(gone)

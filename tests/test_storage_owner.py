@@ -1,6 +1,6 @@
-"""`abacus_ray.storage` owns every read and write of run data: its whole-directory write (what a checkpoint
-is written with) behaves atomically, and no other module reads, writes, renames or removes files itself
-beyond a short, named allow-list."""
+"""`abacus_ray.storage` owns every read and write of run data: its whole-directory write (what a
+checkpoint is written with) behaves atomically, and no other module reads, writes, renames or
+removes files itself beyond a short, named allow-list."""
 
 from __future__ import annotations
 
@@ -12,36 +12,38 @@ import pytest
 from abacus_ray import storage
 
 REPO = Path(__file__).resolve().parents[1]
-OWNER = ("storage", "storage_module")  # how modules import the owner: `storage.write_text(...)` is the way
+OWNER = ("storage", "storage_module")  # how modules import the owner: `storage.write_text(...)`
 MODULE_CALLS = {  # module alias -> functions that read, write, move or remove files
-    "os": {"replace", "rename", "renames", "remove", "unlink", "rmdir", "removedirs", "open", "fdopen", "truncate",
-           "link", "symlink", "makedirs", "mkdir"},
+    "os": {"replace", "rename", "renames", "remove", "unlink", "rmdir", "removedirs", "open",
+           "fdopen", "truncate", "link", "symlink", "makedirs", "mkdir"},
     "io": {"open"}, "shutil": None, "pafs": None, "pq": None,  # None: any function of it
-    "torch": {"save", "load"}, "np": {"save", "savez", "load", "fromfile"}, "pd": {"read_parquet", "read_csv"},
+    "torch": {"save", "load"}, "np": {"save", "savez", "load", "fromfile"},
+    "pd": {"read_parquet", "read_csv"},
 }
 METHODS = {  # on a Path, a pyarrow file system or a DataFrame: file IO whatever the object's name
-    "read_text", "read_bytes", "write_text", "write_bytes", "open", "unlink", "rmdir", "mkdir", "touch",
-    "symlink_to", "hardlink_to", "open_input_stream", "open_input_file", "open_output_stream",
-    "open_append_stream", "delete_file", "delete_dir", "delete_dir_contents", "copy_file", "create_dir",
-    "get_file_info", "to_parquet", "to_csv",
+    "read_text", "read_bytes", "write_text", "write_bytes", "open", "unlink", "rmdir", "mkdir",
+    "touch", "symlink_to", "hardlink_to", "open_input_stream", "open_input_file",
+    "open_output_stream", "open_append_stream", "delete_file", "delete_dir", "delete_dir_contents",
+    "copy_file", "create_dir", "get_file_info", "to_parquet", "to_csv",
 }
-MODULES = ("shutil", "pyarrow.fs", "pyarrow.parquet", "pyarrow.dataset")  # importing one is file IO already
+MODULES = ("shutil", "pyarrow.fs", "pyarrow.parquet", "pyarrow.dataset")  # importing one is file IO
 ALLOWED = {  # file -> the IO it may do itself, none of it run data
     "abacus_ray/cli/__init__.py": {".mkdir"},  # the driver's working directory
-    "abacus_ray/cluster/shared_dir.py": {"open", ".mkdir", ".write_text", ".unlink"},  # its own probe marker
-    "abacus_ray/evaluation/problem_file.py": {".read_bytes"},  # a problem file on this machine (local_path)
-    "abacus_ray/model/checkpoint.py": {"torch.save", "torch.load", "open"},  # inside write_dir / a fetched copy
-    "abacus_ray/model/official_files.py": {"open", ".read_text"},  # an official checkpoint being imported
+    "abacus_ray/cluster/shared_dir.py": {"open", ".mkdir", ".write_text", ".unlink"},  # its marker
+    "abacus_ray/evaluation/problem_file.py": {".read_bytes"},  # a problem file on this machine
+    "abacus_ray/model/checkpoint.py": {"torch.save", "torch.load", "open"},  # in write_dir's fill,
+    # or reading the local copy `fetch` made
+    "abacus_ray/model/official_files.py": {"open", ".read_text"},  # an official one, imported
     "abacus_ray/model/unsafe.py": {"open"},  # a weights file scanned for code before it is loaded
     "dashboards/build.py": {".mkdir"},  # the site's own folders
-    "dashboards/data.py": {"import pyarrow.fs", ".get_file_info"},  # a part's size and mtime, not its bytes
+    "dashboards/data.py": {"import pyarrow.fs", ".get_file_info"},  # a part's size and mtime
     "dashboards/paper_values.py": {".read_text"},  # a data file shipped with the package
     "dashboards/timeline.py": {".write_text"},  # a standalone figure at a path the user names
 }
 
 
 def file_io(tree: ast.AST) -> list[tuple[int, str]]:
-    """Every direct file operation in a module: (line, what), e.g. (12, "open"), (30, ".write_text")."""
+    """Every direct file operation in a module: (line, what), e.g. (12, "open")."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -66,14 +68,15 @@ def file_io(tree: ast.AST) -> list[tuple[int, str]]:
 
 
 def test_only_the_storage_owner_reads_writes_moves_or_removes_files():
-    """Outside `abacus_ray/storage/`, a module does file IO only as `ALLOWED` says, each use named."""
+    """Outside `abacus_ray/storage/`, a module does file IO only as `ALLOWED` says."""
     found = []
     for root in ("abacus_ray", "dashboards"):
         for path in sorted((REPO / root).rglob("*.py")):
             name = path.relative_to(REPO).as_posix()
             if not name.startswith("abacus_ray/storage/"):
                 allowed = ALLOWED.get(name, set())
-                found += [f"{name}:{line}: {what}" for line, what in file_io(ast.parse(path.read_text()))
+                found += [f"{name}:{line}: {what}"
+                          for line, what in file_io(ast.parse(path.read_text()))
                           if what not in allowed]
     assert found == []
 
@@ -96,8 +99,9 @@ storage.write_text("x", "")
 text.replace("a", "b")
 """
     assert [what for _, what in sorted(file_io(ast.parse(source)))] == [
-        "import shutil", "import pyarrow.fs", "import pyarrow.parquet", "open", ".write_bytes", ".read_text",
-        "os.replace", "shutil.copytree", ".open_input_stream", "pq.write_table", ".to_parquet", "torch.save"]
+        "import shutil", "import pyarrow.fs", "import pyarrow.parquet", "open", ".write_bytes",
+        ".read_text", "os.replace", "shutil.copytree", ".open_input_stream", "pq.write_table",
+        ".to_parquet", "torch.save"]
 
 
 def test_a_directory_write_replaces_the_old_one_whole_and_leaves_no_temporary(tmp_path):

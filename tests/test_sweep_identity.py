@@ -1,6 +1,7 @@
-"""A sweep started by an earlier version resumes when what changed does not change what is trained, and
-a sweep that did change is refused naming the field, old -> new, and how to proceed
-(`abacus_ray/config/identity.py`, checked by the sweep driver against `sweep.json`; no Ray started)."""
+"""A sweep started by an earlier version resumes when what changed does not change what is trained,
+and a sweep that did change is refused naming the field, old -> new, and how to proceed
+(`abacus_ray/config/identity.py`, checked by the sweep driver against `sweep.json`; no Ray
+started)."""
 
 from __future__ import annotations
 
@@ -21,21 +22,25 @@ def _spec(*overrides: str) -> dict:
 
 
 def _recorded(root, spec: dict, change: dict, drop: tuple[str, ...] = ()) -> None:
-    """`sweep.json` as an older version wrote it: `change` (dotted key -> value) applied, `drop` missing."""
+    """`sweep.json` as an older version wrote it: `change` (dotted key -> value) applied, `drop`
+    missing."""
     trials = []
     for trial in spec["trials"]:
         flat = {**flatten(trial), **change}
         trials.append(unflatten({k: v for k, v in flat.items() if k not in drop}))
-    storage.write_text(root / "sweep.json", json.dumps({"preset": spec["preset"], "trials": trials}))
+    record = {"preset": spec["preset"], "trials": trials}
+    storage.write_text(root / "sweep.json", json.dumps(record))
 
 
 def test_a_sweep_of_the_previous_version_resumes(tmp_path):
-    """The previous version wrote `train.compile: false` (the default was false, now null) and knew no
-    cluster.wait_warn_s: neither changes what is trained, and the stored record is left as it was."""
+    """The previous version wrote `train.compile: false` (the default was false, now null) and knew
+    no cluster.wait_warn_s: neither changes what is trained, and the stored record is left as it
+    was."""
     root = storage.resolve(tmp_path / "fig")
     spec = _spec()
     assert flatten(spec["trials"][0])["train.compile"] is None
-    _recorded(root, spec, {"train.compile": False, "train.report_every_s": 1.0}, drop=("cluster.wait_warn_s",))
+    _recorded(root, spec, {"train.compile": False, "train.report_every_s": 1.0},
+              drop=("cluster.wait_warn_s",))
     before = storage.read_text(root / "sweep.json")
     _check_same_sweep(root, spec)  # a rerun after the upgrade: accepted
     assert storage.read_text(root / "sweep.json") == before
@@ -47,7 +52,8 @@ def test_a_changed_sweep_is_refused_naming_the_field_and_the_way_on(tmp_path):
     with pytest.raises(ValueError) as e:
         _check_same_sweep(root, _spec())
     message = str(e.value)
-    assert message.startswith(f"--storage: {root} holds a different sweep: trial t/base: train.lr 0.002 -> 0.001; ")
+    assert message.startswith(f"--storage: {root} holds a different sweep: trial t/base: "
+                              "train.lr 0.002 -> 0.001; ")
     assert "rerun with --set train.lr=0.002" in message and "give another --storage" in message
     assert "\n" not in message
 
@@ -59,8 +65,8 @@ def test_a_key_an_old_record_lacks_is_read_as_its_old_default(tmp_path):
     _recorded(root, _spec(), {}, drop=("train.worker_draws",))
     _check_same_sweep(root, _spec())
     _recorded(root, _spec(), {}, drop=("eval.hint_scoring",))
-    with pytest.raises(ValueError, match='eval.hint_scoring "strict" -> "official"; to resume it, rerun with '
-                                         "--set eval.hint_scoring=strict"):
+    with pytest.raises(ValueError, match='eval.hint_scoring "strict" -> "official"; to resume it, '
+                                         "rerun with --set eval.hint_scoring=strict"):
         _check_same_sweep(root, _spec())
     _check_same_sweep(root, _spec("eval.hint_scoring=strict"))
     _recorded(root, _spec("cluster.workers=2"), {}, drop=("train.worker_draws",))
@@ -71,9 +77,10 @@ def test_a_key_an_old_record_lacks_is_read_as_its_old_default(tmp_path):
 def test_other_trials_or_another_preset_are_named(tmp_path):
     root = storage.resolve(tmp_path / "fig")
     _recorded(root, _spec(), {"name": "other"})
-    with pytest.raises(ValueError, match="1 of its trials not in this run \\(e.g. other\\); 1 trial\\(s\\) it "
-                                         "does not hold \\(e.g. t/base\\)"):
+    with pytest.raises(ValueError, match="1 of its trials not in this run \\(e.g. other\\); "
+                                         "1 trial\\(s\\) it does not hold \\(e.g. t/base\\)"):
         _check_same_sweep(root, _spec())
     storage.write_text(root / "sweep.json", json.dumps({**_spec(), "preset": "paper"}))
-    with pytest.raises(ValueError, match='preset "paper" -> "tiny"; to resume it, rerun with --preset paper'):
+    with pytest.raises(ValueError, match='preset "paper" -> "tiny"; to resume it, rerun with '
+                                         "--preset paper"):
         _check_same_sweep(root, _spec())

@@ -1,13 +1,15 @@
-"""A sweep's identity: which config fields make its trials what they are, and what a rerun may change.
+"""A sweep's identity: which config fields make its trials what they are, and what a rerun may
+change.
 
-A sweep records its preset and every trial's resolved config in `sweep.json`; a rerun resumes it only
-if it describes the same training. The comparison (`sweep_change`) reads both records as flat
+A sweep records its preset and every trial's resolved config in `sweep.json`; a rerun resumes it
+only if it describes the same training. The comparison (`sweep_change`) reads both records as flat
 `section.key` dicts and:
 
-* leaves out `EXECUTION_ONLY`: fields that change how or how fast a trial runs, not the model, data,
-  schedule or evaluation (a rerun after one of them changed resumes, on the new value);
-* reads a key that an older `sweep.json` lacks as the value its version behaved as (`OLD_DEFAULTS`),
-  else as today's default (a key added with a default that keeps the old behaviour);
+* leaves out `EXECUTION_ONLY`: fields that change how or how fast a trial runs, not the model,
+  data, schedule or evaluation (a rerun after one of them changed resumes, on the new value);
+* reads a key that an older `sweep.json` lacks as the value its version behaved as
+  (`OLD_DEFAULTS`), else as today's default (a key added with a default that keeps the old
+  behaviour);
 * ignores `train.worker_draws` in a one-worker trial, which draws the same either way.
 
 Anything else that differs is named, old -> new, with how to proceed.
@@ -23,7 +25,7 @@ from abacus_ray.config.dicts import flatten
 from abacus_ray.config.experiment import ExperimentConfig
 
 EXECUTION_ONLY = frozenset({
-    "train.compile",  # eager or torch.compile'd kernels (compiled batches padded): the same training
+    "train.compile",  # eager or compiled kernels (compiled batches padded): the same training
     "train.report_every_s",  # how often metrics reach Tune
     "train.checkpoint_every_min",  # how often a checkpoint is kept; a resume from any is exact
     "cluster.cpus_per_worker",  # what a worker holds, where it is placed, when a wait is reported
@@ -64,24 +66,32 @@ def sweep_change(recorded: dict[str, Any], current: dict[str, Any]) -> str | Non
     """The first difference that matters between a recorded sweep (`sweep.json`: `preset`, `trials`)
     and this run's, in words with how to resume it; None when they are the same sweep."""
     if recorded.get("preset") != current.get("preset"):
-        return (f"preset {_shown(recorded.get('preset'))} -> {_shown(current.get('preset'))}; to resume "
-                f"it, rerun with --preset {recorded.get('preset')}")
+        before, after = recorded.get("preset"), current.get("preset")
+        return (f"preset {_shown(before)} -> {_shown(after)}; to resume it, rerun with "
+                f"--preset {before}")
     old = {t.get("name"): t for t in recorded.get("trials") or [] if isinstance(t, dict)}
     new = {t.get("name"): t for t in current.get("trials") or []}
     if set(old) != set(new):
         gone, added = sorted(set(old) - set(new), key=str), sorted(set(new) - set(old), key=str)
-        parts = ([f"{len(gone)} of its trials not in this run (e.g. {gone[0]})"] if gone else []) + \
-                ([f"{len(added)} trial(s) it does not hold (e.g. {added[0]})"] if added else [])
+        parts = [f"{len(gone)} of its trials not in this run (e.g. {gone[0]})"] if gone else []
+        parts += [f"{len(added)} trial(s) it does not hold (e.g. {added[0]})"] if added else []
         return "; ".join(parts) + "; to resume it, rerun with the same sweep flags"
     for name in new:
         before, after = trained_fields(old[name], recorded=True), trained_fields(new[name])
-        changed = sorted(k for k in set(before) | set(after) if k in after and before.get(k) != after[k])
+        changed = sorted(k for k in after if before.get(k) != after[k])
         if changed:
             key = changed[0]
             more = f" (and {len(changed) - 1} more field(s))" if len(changed) > 1 else ""
             value = before.get(key)
-            setting = "null" if value is None else ",".join(map(str, value)) if isinstance(value, list) \
-                else str(value).lower() if isinstance(value, bool) else str(value)
-            return (f"trial {name}: {key} {_shown(value)} -> {_shown(after[key])}{more}; to resume it, "
-                    f"rerun with --set {key}={setting}")
+            return (f"trial {name}: {key} {_shown(value)} -> {_shown(after[key])}{more}; to resume "
+                    f"it, rerun with --set {key}={_as_set(value)}")
     return None
+
+
+def _as_set(value: Any) -> str:
+    """A recorded value as `--set` takes it."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value).lower() if isinstance(value, bool) else str(value)

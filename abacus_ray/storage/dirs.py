@@ -1,24 +1,25 @@
 """Whole directories in a `Location`: `write_dir`, `upload`, `download` and `write_files`.
 
-A directory written by `write_dir` (a checkpoint, a cached copy of one) is never seen half done, by a
-different mechanism on each backend:
+A directory written by `write_dir` (a checkpoint, a cached copy of one) is never seen half done, by
+a different mechanism on each backend:
 
-* a local disk (or a mount): the directory is filled beside its target, fsynced and renamed into place
-  (an old one renamed aside first, then removed): a reader sees the old directory or the new one, and
-  for the instant between the two renames none;
+* a local disk (or a mount): the directory is filled beside its target, fsynced and renamed into
+  place (an old one renamed aside first, then removed): a reader sees the old directory or the new
+  one, and for the instant between the two renames none;
 * an object store, which has no rename: the directory's own manifest, `MANIFEST` inside it, is the
-  point of publication. A write first marks the directory as being written (from then on it reads as
-  absent), removes every object of the old version, uploads the new files, then writes the manifest
-  listing each file with its size and sha256, and `last` (a checkpoint's meta.json) after that. `download`
-  reads only the files the manifest lists and checks each against it: a reader gets the old directory
-  whole, the new one whole, or a `FileNotFoundError` (being written, interrupted, or changed while it
-  was read), never a mix. An interrupted write leaves the directory absent (its old version is gone,
-  no part of it readable as a whole). A reader that waits for `last` (`list_checkpoints` waits for
-  meta.json) sees only finished directories. Single files read one by one (`read_bytes` of `dir/x`)
-  are each whole but are not checked against the manifest.
+  point of publication. A write first marks the directory as being written (from then on it reads
+  as absent), removes every object of the old version, uploads the new files, then writes the
+  manifest listing each file with its size and sha256, and `last` (a checkpoint's meta.json) after
+  that. `download` reads only the files the manifest lists and checks each against it: a reader
+  gets the old directory whole, the new one whole, or a `FileNotFoundError` (being written,
+  interrupted, or changed while it was read), never a mix. An interrupted write leaves the
+  directory absent (its old version is gone, no part of it readable as a whole). A reader that
+  waits for `last` (`list_checkpoints` waits for meta.json) sees only finished directories. Single
+  files read one by one (`read_bytes` of `dir/x`) are each whole but are not checked against the
+  manifest.
 
-A directory on an object store without a manifest (Ray Train's own checkpoints, a plain `upload`) is
-downloaded as it is.
+A directory on an object store without a manifest (Ray Train's own checkpoints, a plain `upload`)
+is downloaded as it is.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ CHUNK = 8 << 20
 
 
 def write_files(directory, files: Mapping[str, bytes | str]) -> Location:
-    """Several files of one directory (e.g. a site's pages), each written whole and atomically, in order
-    (not the directory as a whole: a reader may see some pages new and others old)."""
+    """Several files of one directory (e.g. a site's pages), each written whole and atomically, in
+    order (not the directory as a whole: a reader may see some pages new and others old)."""
     loc = resolve(directory)
     for name, data in files.items():
         write_bytes(loc / name, data.encode() if isinstance(data, str) else data)
@@ -58,12 +59,13 @@ def write_files(directory, files: Mapping[str, bytes | str]) -> Location:
 def write_dir(target, files: Mapping[str, bytes | str] | None = None, *,
               fill: Callable[[Path], None] | None = None, replace: bool = True,
               last: str | None = None) -> Location:
-    """Write a whole directory: `files` (name -> content) and whatever `fill(tmp)` writes into a fresh
-    local directory, which then takes `target`'s place (how, on each backend: the module docstring).
+    """Write a whole directory: `files` (name -> content) and whatever `fill(tmp)` writes into a
+    fresh local directory, which then takes `target`'s place (how, on each backend: the module
+    docstring).
 
-    `replace=False`: a finished directory already at `target` (another process's identical copy that
-    got there first) is kept and this one dropped, on both backends. `last`: a top-level file written
-    after all the others (on an object store, after the manifest), for readers that wait for it.
+    `replace=False`: a finished directory already at `target` (another process's identical copy
+    that got there first) is kept and this one dropped, on both backends. `last`: a top-level file
+    written after all the others (on an object store, after the manifest), for its waiters.
     """
     loc = resolve(target)
     if not loc.local:
@@ -136,8 +138,8 @@ def download(target, local_dir: str | Path) -> Path:
             return local_dir
         time.sleep(0.2 * (attempt + 1))
         manifest = _manifest(loc)
-    raise FileNotFoundError(2, "an incomplete directory (being written, interrupted, or changed while "
-                            "it was read)", loc.uri)
+    raise FileNotFoundError(2, "an incomplete directory (being written, interrupted, or changed "
+                            "while it was read)", loc.uri)
 
 
 def _manifest(loc: Location) -> dict | None:
@@ -152,7 +154,8 @@ def _manifest(loc: Location) -> dict | None:
 
 
 def _finished(loc: Location) -> bool:
-    """A directory that `replace=False` keeps: published (manifest complete) or one without a manifest."""
+    """A directory that `replace=False` keeps: published (manifest complete) or one without a
+    manifest."""
     manifest = _manifest(loc)
     if manifest is not None:
         return manifest.get("state") == COMPLETE
@@ -179,24 +182,27 @@ def _put(local: Path, loc: Location) -> None:
 
 
 def _publish(local_dir: Path, loc: Location, last: str | None) -> None:
-    """Replace the object-store directory `loc` by `local_dir`'s files (the order: module docstring)."""
+    """Replace the object-store directory `loc` by `local_dir`'s files (the order: module
+    docstring)."""
     files = _local_files(local_dir)
     listed = {name: _digest(path) for name, path in files.items()}
     write_bytes(loc / MANIFEST, json.dumps({"state": WRITING}).encode())
-    old = [i.path for i in loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True, allow_not_found=True))
+    everything = pafs.FileSelector(loc.path, recursive=True, allow_not_found=True)
+    old = [i.path for i in loc.fs.get_file_info(everything)
            if i.type == pafs.FileType.File and posixpath.basename(i.path) != MANIFEST]
-    for path in sorted(old, key=lambda p: p != f"{loc.path}/{last}"):  # `last` first: waiters stop seeing it
-        loc.fs.delete_file(path)
+    for path in sorted(old, key=lambda p: p != f"{loc.path}/{last}"):  # `last` first: its waiters
+        loc.fs.delete_file(path)  # stop seeing the directory at once
     for name in sorted(n for n in files if n != last):
         _put(files[name], loc / name)
-    write_bytes(loc / MANIFEST, json.dumps({"state": COMPLETE, "files": listed}, sort_keys=True).encode())
+    manifest = {"state": COMPLETE, "files": listed}
+    write_bytes(loc / MANIFEST, json.dumps(manifest, sort_keys=True).encode())
     if last in files:
         _put(files[last], loc / last)
 
 
 def _copy_listed(loc: Location, listed: Mapping[str, dict], local_dir: Path) -> bool:
-    """Copy the listed files into `local_dir`, each checked by size and sha256; False (and nothing of
-    this attempt left) if one is missing or differs."""
+    """Copy the listed files into `local_dir`, each checked by size and sha256; False (and nothing
+    of this attempt left) if one is missing or differs."""
     written = []
     try:
         for name, want in sorted(listed.items()):
@@ -218,7 +224,8 @@ def _copy_listed(loc: Location, listed: Mapping[str, dict], local_dir: Path) -> 
     return True
 
 
-def _fill(tmp: Path, files: Mapping[str, bytes | str] | None, fill: Callable[[Path], None] | None) -> None:
+def _fill(tmp: Path, files: Mapping[str, bytes | str] | None,
+          fill: Callable[[Path], None] | None) -> None:
     if fill is not None:
         fill(tmp)
     for name, data in (files or {}).items():
@@ -228,8 +235,8 @@ def _fill(tmp: Path, files: Mapping[str, bytes | str] | None, fill: Callable[[Pa
 
 
 def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
-    """Rename the finished directory `tmp` to `path`; an existing `path` is replaced or (not `replace`)
-    kept."""
+    """Rename the finished directory `tmp` to `path`; an existing `path` is replaced or (not
+    `replace`) kept."""
     if path.exists():
         if not replace:
             return
