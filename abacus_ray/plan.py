@@ -110,14 +110,26 @@ class TrialCost:
         return self.eval_flops / (device.peak_tflops * 1e12 * (mfu or device.mfu) * EVAL_PER_TRAIN_MFU) / 3600.0
 
 
+EXACT_STEPS = 1 << 16  # a steps-only budget up to this many steps is summed step by step
+
+
 def steps_samples(cfg: ExperimentConfig, workers: int) -> int:
-    """Samples a steps-only budget consumes: the batch ramp stepped through, f = step / max_steps."""
+    """Samples a steps-only budget consumes: the batch ramp stepped through, f = step / max_steps.
+
+    Up to `EXACT_STEPS` steps, every step is counted; beyond, the samples per step (which only grow
+    along the ramp) are averaged over `EXACT_STEPS` evenly spaced steps, so that a budget of 10^12 steps
+    plans in a second, off by less than one batch per `EXACT_STEPS` steps.
+    """
     tc = cfg.train
-    mbs_eff, seen = tc.micro_batch * workers, 0
-    for step in range(tc.max_steps):
-        batch = ramped_batch_size(step / tc.max_steps, tc.global_batch, mbs_eff, tc.batch_ramp)
-        seen += accumulation_steps(batch, mbs_eff) * mbs_eff
-    return seen
+    mbs_eff, n = tc.micro_batch * workers, tc.max_steps
+
+    def per_step(step: int) -> int:
+        batch = ramped_batch_size(step / n, tc.global_batch, mbs_eff, tc.batch_ramp)
+        return accumulation_steps(batch, mbs_eff) * mbs_eff
+
+    if n <= EXACT_STEPS:
+        return sum(per_step(step) for step in range(n))
+    return round(sum(per_step(i * n // EXACT_STEPS) for i in range(EXACT_STEPS)) * n / EXACT_STEPS)
 
 
 def _model_shape(cfg: ExperimentConfig) -> tuple[float, int, object]:

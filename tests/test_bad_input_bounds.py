@@ -8,6 +8,7 @@ model is then described) or one line naming a key, never a traceback or a hang.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -43,11 +44,29 @@ BIG = 10**9
     (["eval", "{ckpt}", "--out", "{work}/o", "--cells", "1x1", "--per-cell", "1000000000000"], "eval.per_cell"),  # 29 TiB
     (["eval", "{ckpt}", "--out", "{work}/o", "--cells", "1x1", "--token-budget", str(1 << 40)], "eval.token_budget"),
     (["eval", "{ckpt}", "--out", "{work}/o", "--cells", "1x1", "--recurrences", str(BIG)], "eval.recurrences"),
+    # astronomical budgets: an OverflowError traceback (1e308 A4000-hours), a plan stepping through 2**63 steps
+    (["plan", "fig10_k", "--set", "train.budget_a4000_hours=1e308"], "train.budget_a4000_hours"),
+    (["plan", "fig10_k", "--set", "train.budget_a4000_hours=null", "--set", "train.budget_hours=1e308"],
+     "train.budget_hours"),
+    (["plan", "fig10_k", "--set", "train.budget_a4000_hours=null", "--set", f"train.max_steps={2**63 - 1}"],
+     "train.max_steps"),
+    (["plan", "fig10_k", "--set", f"train.max_samples={2**63 - 1}"], "train.max_samples"),
+    (["train", "--out", "{work}/t", "--set", "train.budget_a4000_hours=1e308"], "train.budget_a4000_hours"),
+    (["sweep", "fig10_k", "--dry-run", "--budget-hours", "1e308"], "train.budget_hours"),
 ])
 def test_big_numbers_are_refused_before_work(argv, culprit, ckpt, work, no_ray):
     argv = [a.format(work=work, ckpt=ckpt) for a in argv]
     message = assert_refused(argv, culprit, "big numbers: config and flag bounds", roots=[work])
     assert "bound" in message or "must be in" in message, message
+
+
+def test_a_plan_at_the_step_bound_is_priced_in_seconds(no_ray):
+    """10^12 optimiser steps (the bound) are priced without stepping through them: a finite plan."""
+    code, out, err = run(["plan", "fig10_k", "--json", "--gpu", "H100", "--set", "train.budget_a4000_hours=null",
+                          "--set", f"train.max_steps={bounds.MAX_STEPS}"])
+    assert code == 0 and err == "", err
+    total = json.loads(out)["total"]
+    assert math.isfinite(total["a4000_hours"]) and total["a4000_hours"] > 0
 
 
 def test_a_sweep_just_under_the_trial_bound_expands_and_one_over_is_refused(work, no_ray):

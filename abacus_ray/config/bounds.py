@@ -29,6 +29,9 @@ MAX_PROBE_LENGTHS = 1_000
 MAX_WORKERS = 4_096  # Ray Train workers per trial
 MAX_WORKER_CPUS = 4_096.0
 MAX_WORKER_GPUS = 64.0
+MAX_BUDGET_HOURS = 1e6  # A4000-hours or device-hours of one trial (the paper's: 24 A4000-hours)
+MAX_STEPS = 10**12  # optimiser steps of one trial
+MAX_SAMPLES = 10**15  # training samples of one trial (the paper's budget: about 5.6e7)
 
 
 def check_at_most(value: int | float, bound: int | float, key: str) -> None:

@@ -91,6 +91,10 @@ class TrainConfig:
         check(self.max_steps is None or self.max_steps >= 1, "train.max_steps", f"must be >= 1, got {self.max_steps}")
         check(self.max_samples is None or self.max_samples >= 1, "train.max_samples",
               f"must be >= 1, got {self.max_samples}")
+        bounds.check_at_most(self.budget_a4000_hours or 0, bounds.MAX_BUDGET_HOURS, "train.budget_a4000_hours")
+        bounds.check_at_most(self.budget_hours or 0, bounds.MAX_BUDGET_HOURS, "train.budget_hours")
+        bounds.check_at_most(self.max_steps or 0, bounds.MAX_STEPS, "train.max_steps")
+        bounds.check_at_most(self.max_samples or 0, bounds.MAX_SAMPLES, "train.max_samples")
         check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
         check(0 <= self.warmup <= 1 and 0 <= self.cooldown <= 1 and self.warmup + self.cooldown <= 1,
               "train.warmup", f"warmup {self.warmup} + cooldown {self.cooldown} must lie in [0, 1]")
