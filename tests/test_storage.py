@@ -3,6 +3,7 @@ one-line refusals of bad storage, and the results dataset's two-writer and corru
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import socket
@@ -288,3 +289,19 @@ def test_a_trial_killed_before_its_first_report_is_named_from_the_bucket(s3_env)
     missing = f"s3://{s3_env.bucket}/tune-{os.getpid()}/trial_1/params.json"
     with pytest.raises(FileNotFoundError, match=missing):
         run_name(gone)
+
+
+def test_a_hostile_manifest_reads_as_an_absent_directory(s3_env, tmp_path):
+    """A manifest naming a file outside its directory, or not a manifest at all, is never followed:
+    the directory counts as absent and nothing is written anywhere."""
+    from abacus_ray.storage import dirs
+
+    loc = storage.resolve(s3_env.uri(f"hostile-{os.getpid()}")) / "step-000000001"
+    storage.write_dir(loc, {"meta.json": b"{}"})
+    escape = {"../../escape.txt": {"size": 2, "sha256": "0" * 64}}
+    for manifest in [json.dumps({"state": "complete", "files": escape}), "[[[" * 10_000,
+                     json.dumps({"state": "complete", "files": {"meta.json": "no size"}})]:
+        storage.write_text(loc / dirs.MANIFEST, manifest)
+        with pytest.raises(FileNotFoundError, match="incomplete directory"):
+            storage.download(loc, tmp_path / "copy" / "here")
+        assert [p for p in tmp_path.rglob("*") if p.is_file()] == []

@@ -33,17 +33,18 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from abacus_ray.storage.files import read_bytes, write_bytes
+from abacus_ray.storage.files import write_bytes
 from abacus_ray.storage.location import Location, resolve
 
 MANIFEST = ".abacus-ray-dir.json"  # an object-store directory's point of publication (see above)
 WRITING, COMPLETE = "writing", "complete"
 READ_ATTEMPTS = 3  # a download that met a directory changing under it reads its manifest again
+MAX_MANIFEST_BYTES = 16 << 20
 CHUNK = 8 << 20
 
 
@@ -143,14 +144,36 @@ def download(target, local_dir: str | Path) -> Path:
 
 
 def _manifest(loc: Location) -> dict | None:
-    """The directory's manifest (None: none there)."""
+    """The directory's manifest (None: none there). One that is too large, not JSON, or lists a
+    name outside the directory or an entry without size and sha256 reads as unreadable, so the
+    directory counts as absent."""
+    unreadable = {"state": "unreadable"}
     try:
-        data = json.loads(read_bytes(loc / MANIFEST))
+        with loc.fs.open_input_stream((loc / MANIFEST).path) as fh:
+            raw = fh.read(MAX_MANIFEST_BYTES + 1)
+        data = json.loads(raw)
     except FileNotFoundError:
         return None
-    except (ValueError, UnicodeDecodeError):
-        return {"state": "unreadable"}
-    return data if isinstance(data, dict) else {"state": "unreadable"}
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return unreadable
+    if len(raw) > MAX_MANIFEST_BYTES or not isinstance(data, dict):
+        return unreadable
+    if data.get("state") == COMPLETE and not _well_formed(data.get("files")):
+        return unreadable
+    return data
+
+
+def _well_formed(files: object) -> bool:
+    """A manifest's file list: relative names inside the directory, each with a size and a sha256."""
+    if not isinstance(files, dict):
+        return False
+    for name, entry in files.items():
+        parts = PurePosixPath(name).parts
+        if not parts or name.startswith("/") or any(p in ("..", ".") for p in parts) or \
+                not isinstance(entry, dict) or not isinstance(entry.get("size"), int) or \
+                not isinstance(entry.get("sha256"), str):
+            return False
+    return True
 
 
 def _finished(loc: Location) -> bool:
