@@ -170,3 +170,25 @@ def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_loc
     done = runs[other]
     assert done.data.metrics["step"] == 30 and not {"pid", "timestamp", "done"} & set(done.data.metrics)
     assert "config.json" in [a.path for a in client.list_artifacts(done.info.run_id)]
+
+
+def test_runs_left_running_are_ended_past_the_first_page(tmp_path, monkeypatch):
+    """MLflow answers a search one page at a time (1,000 runs a page); pages of 2 here, so that five runs
+    stand for a sweep of more than 1,000 trials."""
+    import mlflow
+
+    from abacus_ray.cluster.tracking import RUN_TAG, close_runs
+
+    search = mlflow.tracking.MlflowClient.search_runs
+
+    def small_pages(self, experiment_ids, filter_string="", run_view_type=1, max_results=1000, order_by=None,
+                    page_token=None):
+        return search(self, experiment_ids, filter_string, run_view_type, min(max_results, 2), order_by, page_token)
+
+    root = tmp_path / "s"
+    exp = _experiment(root, "s")
+    client = _client(root)
+    ids = [client.create_run(exp, tags={RUN_TAG: f"s/{n}"}).info.run_id for n in range(5)]
+    monkeypatch.setattr(mlflow.tracking.MlflowClient, "search_runs", small_pages)
+    assert close_runs(root, "s", {f"s/{n}": "stopped" for n in range(5)}) == 5
+    assert {client.get_run(i).info.status for i in ids} == {"KILLED"}

@@ -178,6 +178,17 @@ def _log_cells(client, run_id: str, cells) -> None:
         client.log_artifact(run_id, str(path))
 
 
+def _all_runs(client, experiment_id: str) -> list:
+    """Every run of the experiment: MLflow answers a search a page at a time (1,000 runs at most)."""
+    runs, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
 def close_runs(root: Path | str, experiment: str, outcome: dict[str, str]) -> int:
     """End the runs a sweep left RUNNING: FAILED for trials in `outcome` marked "failed" (and for any
     run of a trial the sweep never reported), KILLED for those marked "stopped". A run Tune ended
@@ -189,7 +200,7 @@ def close_runs(root: Path | str, experiment: str, outcome: dict[str, str]) -> in
     if exp is None:
         return 0
     ended = 0
-    for run in client.search_runs([exp.experiment_id]):
+    for run in _all_runs(client, exp.experiment_id):
         name = run.data.tags.get(RUN_TAG, "")
         state = outcome.get(name, "failed")
         if run.info.status == "RUNNING":
