@@ -164,7 +164,7 @@ def _manifest(loc: Location) -> dict | None:
 
 
 def _well_formed(files: object) -> bool:
-    """A manifest's file list: relative names inside the directory, each with a size and a sha256."""
+    """A manifest's file list: names inside the directory, each with a size and a sha256."""
     if not isinstance(files, dict):
         return False
     for name, entry in files.items():
