@@ -8,10 +8,12 @@ when new Parquet parts arrive, so an evaluation can be watched while it streams 
 from __future__ import annotations
 
 import argparse
+import socket
 import tempfile
 from pathlib import Path
 
 from abacus_ray import storage
+from abacus_ray.cli import CLIError
 
 
 def default_out(loc: storage.Location) -> Path:
@@ -34,9 +36,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=handler)
 
 
+def check_port(port: int, flag: str = "--port") -> None:
+    """Refuse, before anything is built, a port that `--serve` could not listen on (busy, privileged,
+    out of range); 0 (any free port) always passes."""
+    from dashboards.serve import HOST  # the one address the server binds
+
+    if not 0 <= port <= 65535:
+        raise CLIError(f"{flag}: must be in 0..65535 (0 picks a free one), got {port}")
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server binds
+        try:
+            s.bind((HOST, port))
+        except OSError as e:
+            raise CLIError(f"{flag}: cannot listen on {HOST}:{port} ({e.strerror or e}); choose another port, "
+                           "or --port 0 for a free one") from None
+
+
 def handler(args: argparse.Namespace) -> int:
     from dashboards.build import build_site  # heavy: pandas and plotly, not at `abacus-ray --help`
 
+    if args.serve:
+        check_port(args.port)  # before the site is built
     results = storage.probe(args.results, "RESULTS", write=False)  # resolved once (a URI probed: one line, seconds)
     target = storage.probe(args.out, "--out") if args.out and storage.is_uri(args.out) else None
     if target is not None and not target.local:  # built here, then copied up
