@@ -16,7 +16,16 @@ from pathlib import Path
 from abacus_ray import storage
 from abacus_ray.storage import Location
 from dashboards.data import load_cells, signature
-from dashboards.site import INDEX, PAPER, index_page, paper_page, sweep_page, sweep_page_name
+from dashboards.site import (
+    INDEX,
+    PAPER,
+    ClaimOf,
+    index_page,
+    paper_page,
+    sweep_page,
+    sweep_page_name,
+    sweep_verdicts,
+)
 from dashboards.sitedata import SiteData
 
 STATIC = Path(__file__).with_name("static")
@@ -54,11 +63,13 @@ def write_assets(out_dir: Path) -> None:
         _copy(STATIC / name, assets / name)
 
 
-def build_site(results_dir: str | Path | Location, out_dir: str | Path) -> Path:
+def build_site(results_dir: str | Path | Location, out_dir: str | Path,
+               claims: ClaimOf | None = None) -> Path:
     """Build (or rebuild) the dashboards of `results_dir` into `out_dir`; returns the index page's path.
 
     `results_dir` may be a results directory, a sweep root holding `results/`, or a storage root with
-    several sweeps (`evaluation.places.results_dirs`).
+    several sweeps (`evaluation.places.results_dirs`). `claims` finds each sweep's figure claim,
+    whose verdicts the index page lists first.
     """
     out = Path(out_dir)
     sig = signature(results_dir)
@@ -68,7 +79,8 @@ def build_site(results_dir: str | Path | Location, out_dir: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     write_assets(out)
     source = str(storage.resolve(results_dir))  # the path, or the URI (its query kept, no credentials)
-    pages = {INDEX: index_page(data, source), PAPER: paper_page(data)}
+    verdicts = sweep_verdicts(data, claims) if claims is not None else []
+    pages = {INDEX: index_page(data, source, verdicts), PAPER: paper_page(data)}
     for name in sorted(set(cells["sweep"])):
         pages[sweep_page_name(name)] = sweep_page(data, name, stamp)
     storage.write_files(out, pages)

@@ -21,6 +21,7 @@ from abacus_ray import storage
 from abacus_ray.storage import Location
 from dashboards.build import build_site
 from dashboards.data import signature
+from dashboards.site import ClaimOf
 
 HOST = "127.0.0.1"
 REBUILD_PATHS = ("/", "/stamp.json")
@@ -29,13 +30,15 @@ REBUILD_PATHS = ("/", "/stamp.json")
 class LiveSite:
     """A site directory that rebuilds itself from `results` when the Parquet parts changed."""
 
-    def __init__(self, results: str | Path | Location, out_dir: str | Path, log: TextIO | None = None) -> None:
+    def __init__(self, results: str | Path | Location, out_dir: str | Path,
+                 log: TextIO | None = None, claims: ClaimOf | None = None) -> None:
         self.results, self.out_dir = storage.resolve(results), Path(out_dir)  # resolved once, kept as a Location
         self.log = log or sys.stderr
         self._lock = threading.Lock()
         self._built: tuple | None = None
         self.builds = 0
         self.last_error: str | None = None
+        self.claims = claims
 
     def refresh(self) -> bool:
         """Rebuild if the parts changed since the last build; True if it rebuilt."""
@@ -44,7 +47,7 @@ class LiveSite:
             if sig == self._built:
                 return False
             try:
-                build_site(self.results, self.out_dir)
+                build_site(self.results, self.out_dir, self.claims)
             except (ValueError, OSError) as e:  # e.g. no parts yet: keep serving what is there
                 self.last_error = str(e)
                 self.log.write(f"dashboard: not rebuilt: {e}\n")
@@ -73,11 +76,12 @@ def _handler(site: LiveSite):
 
 
 def make_server(results: str | Path | Location, out_dir: str | Path, port: int = 8765,
-                log: TextIO | None = None) -> tuple[ThreadingHTTPServer, LiveSite]:
+                log: TextIO | None = None, claims: ClaimOf | None = None
+                ) -> tuple[ThreadingHTTPServer, LiveSite]:
     """A loopback HTTP server for the live site (port 0: any free port); builds the site once first."""
     if not 0 <= port <= 65535:
         raise ValueError(f"--port: must be 0..65535, got {port}")
-    site = LiveSite(results, out_dir, log)
+    site = LiveSite(results, out_dir, log, claims)
     if not site.refresh() and site.last_error:
         raise ValueError(site.last_error)
     server = ThreadingHTTPServer((HOST, port), _handler(site))
@@ -85,9 +89,10 @@ def make_server(results: str | Path | Location, out_dir: str | Path, port: int =
     return server, site
 
 
-def serve(results: str | Path | Location, out_dir: str | Path, port: int = 8765, log: TextIO | None = None) -> None:
+def serve(results: str | Path | Location, out_dir: str | Path, port: int = 8765,
+          log: TextIO | None = None, claims: ClaimOf | None = None) -> None:
     """Serve until interrupted."""
-    server, _ = make_server(results, out_dir, port, log)
+    server, _ = make_server(results, out_dir, port, log, claims)
     host, real_port = server.server_address[:2]
     (log or sys.stderr).write(f"dashboard: serving {out_dir} at http://{host}:{real_port}/ (Ctrl-C to stop)\n")
     try:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import pandas as pd
+
+from abacus_ray.evaluation.claims import Claim, Verdict, judge
 from dashboards import paper_values
 from dashboards.bars import ARITH_VIEWS, SORT_VIEWS, VIEW_LABELS
 from dashboards.html import Raw, esc, fmt_int, fmt_num, fmt_pct, link, page, table
@@ -20,6 +24,10 @@ from dashboards.sorting import sorting_table
 from dashboards.timeline import gantt, load_timeline, timeline_section
 
 INDEX, PAPER = "index.html", "paper.html"
+# A sweep's figure claim from its name and rows (`abacus_ray.cli.summary.claim_for`), None: no claim
+ClaimOf = Callable[[str, pd.DataFrame], Claim | None]
+CLAIMS_NOTE = ("Each figure's claim, judged on its sweep's results: shown or contradicted where "
+               "the 95 % intervals separate, else not shown at this scale.")
 SCRIPTS = ("plotly.min.js", "dashboard.js")
 PAPER_SCRIPTS = ("plotly.min.js", "paper.js")
 
@@ -160,9 +168,29 @@ def not_run_line(rows: list[dict[str, Any]], doc: dict[str, Any]) -> str | None:
         f"{f['figure']} ({paper_values.run_command(f)})" if f.get("sweeps") else f["figure"] for f in left) + "."
 
 
+def sweep_verdicts(data: SiteData, claim_of: ClaimOf) -> list[tuple[str, Verdict]]:
+    """Each sweep's figure claim judged on its own rows (sweeps no figure claims left out)."""
+    out = []
+    for name in sorted(set(data.cells["sweep"])):
+        sub = data.cells[data.cells["sweep"] == name]
+        claim = claim_of(name, sub)
+        if claim is not None:
+            out.append((name, judge(claim, sub)))
+    return out
+
+
+def claims_table(verdicts: Sequence[tuple[str, Verdict]]) -> Raw:
+    """One row per sweep: its figure, the claim with the paper's numbers, our verdict and evidence;
+    the sweep links to its page (heatmaps and plots)."""
+    rows = [[link(sweep_page_name(name), name), v.claim.figure, v.claim.text, v.verdict, v.evidence]
+            for name, v in verdicts]
+    cols = ["Sweep", "Figure", "Claim (paper)", "Verdict", "Evidence (ours)"]
+    return table(cols, rows, cls="data claims")
+
+
 # --- pages -----------------------------------------------------------------------------------------
 
-def index_page(data: SiteData, source: str) -> str:
+def index_page(data: SiteData, source: str, verdicts: Sequence[tuple[str, Verdict]] = ()) -> str:
     sweeps = []
     for name in sorted(set(data.cells["sweep"])):
         sub = data.cells[data.cells["sweep"] == name]
@@ -173,6 +201,8 @@ def index_page(data: SiteData, source: str) -> str:
     body = [f"<h1>abacus-ray results</h1><p class=muted>From {esc(source)}: {fmt_int(len(data.cells))} cells of "
             f"{data.cells['model_id'].nunique()} models. Accuracies are exact-match percentages; region means "
             "weigh every cell equally (paper §3); ± is the standard deviation over training seeds.</p>",
+            *(["<h2>Claims</h2>", f"<p class=muted>{esc(CLAIMS_NOTE)}</p>", claims_table(verdicts)]
+              if verdicts else []),
             "<h2>Sweeps</h2>",
             table(["Sweep", "Preset", "Models", "Evaluations", "Seed groups", "Cells", "Tasks", "Last evaluated"],
                   sweeps, numeric=[False, False, True, True, True, True, False, False])]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -316,13 +317,14 @@ def test_every_figure_claims_what_its_own_sweep_can_decide(name):
     assert figures.claim("no_such_figure") is None
 
 
-def _write_fig10_sweep(root, k12_window: int = 75, preset_name: str = "tiny"):
-    """A Fig. 10 sweep root as a sweep leaves it (sweep.json, results/), with made-up rows."""
+def _write_fig10_sweep(root, k12_window: int = 75, preset_name: str = "tiny",
+                       figure: str = "fig10_k"):
+    """A Fig. 10 sweep root as a sweep leaves it (sweep.json, results/), with made-up rows whose run
+    names begin with `figure`."""
     rows = []
     for r in _offsets(k12_window).to_dict("records"):
-        cfg = preset(
-            "tiny", [f"model.max_k={r['model.max_k']}", f"name=fig10_k/max_k={r['model.max_k']}"]
-        )
+        k = r["model.max_k"]
+        cfg = preset("tiny", [f"model.max_k={k}", f"name={figure}/max_k={k}"])
         rows.append(
             {k: v for k, v in r.items() if not k.startswith(("model.", "task.", "name", "seed"))}
             | {
@@ -377,3 +379,22 @@ def test_summary_of_a_storage_root_prints_one_row_per_sweep(tmp_path, capsys):
         rows["mine"][1] == "Fig. 10" and rows["mine"][3] == NOT_SHOWN and rows["mine"][5] == "paper"
     )
     assert (other / "sweep.json").exists() and "Conclusion (" not in out
+
+
+def test_the_dashboard_index_lists_each_sweeps_verdict_linked_to_its_page(tmp_path, capsys):
+    from dashboards.build import build_site
+
+    _write_fig10_sweep(tmp_path / "fig10_k")
+    _write_fig10_sweep(tmp_path / "fig11_large_k", k12_window=0, figure="fig11_large_k")
+    assert cli_main(["dashboard", str(tmp_path), "--out", str(tmp_path / "site")]) == 0
+    html = (tmp_path / "site" / "index.html").read_text()
+    claims = html[html.index("<h2>Claims</h2>") : html.index("<h2>Sweeps</h2>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", claims)[1:]  # after the header
+    assert len(rows) == 2
+    assert 'href="sweep-fig10_k.html"' in rows[0]
+    assert "<td>Fig. 10</td><td>a larger Abacus" in rows[0]
+    assert "<td>shown</td>" in rows[0] and "(825/3,300)" in rows[0]
+    assert 'href="sweep-fig11_large_k.html"' in rows[1] and "<td>Fig. 11</td>" in rows[1]
+    assert "<td>not shown at this scale</td>" in rows[1]
+    plain = build_site(tmp_path, tmp_path / "plain").read_text()  # no claim finder: no section
+    assert "<h2>Claims</h2>" not in plain and "<h2>Sweeps</h2>" in plain

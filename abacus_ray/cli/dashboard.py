@@ -55,6 +55,7 @@ def check_port(port: int, flag: str = "--port") -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    from abacus_ray.cli.summary import claim_for  # each sweep's figure claim, for the index
     from dashboards.build import build_site  # heavy: pandas and plotly, not at `abacus-ray --help`
 
     if args.serve:
@@ -65,7 +66,7 @@ def handler(args: argparse.Namespace) -> int:
         if args.serve:
             raise ValueError(f"--out: {target}: --serve serves a local directory; give one")
         with tempfile.TemporaryDirectory(prefix="abacus-dashboard-") as tmp:
-            build_site(results, tmp)
+            build_site(results, tmp, claim_for)
             storage.upload(tmp, target)
         print(target / "index.html")
         return 0
@@ -75,9 +76,9 @@ def handler(args: argparse.Namespace) -> int:
         from dashboards.serve import serve  # heavy: pandas and plotly, as above
 
         try:
-            serve(results, out, port=args.port)
+            serve(results, out, port=args.port, claims=claim_for)
         except KeyboardInterrupt:
             pass
         return 0
-    print(build_site(results, out))
+    print(build_site(results, out, claim_for))
     return 0

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from abacus_ray import figures, storage
 from abacus_ray.config import PRESETS, preset
-from abacus_ray.evaluation.claims import Verdict, judge
+from abacus_ray.evaluation.claims import Claim, Verdict, judge
 from abacus_ray.evaluation.places import RESULTS_DIR, SWEEP_FILE, results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells_table
 from abacus_ray.storage import Location
@@ -67,19 +67,19 @@ def read_places(target: str | Location) -> tuple[pd.DataFrame, list[tuple[Locati
     return pa.concat_tables([t for _, t in tables], promote_options="permissive").to_pandas(), places
 
 
-def sweep_of(results: Location, cells: pd.DataFrame) -> str | None:
-    """The figure sweep whose claim judges `results`: its sweep root's name (`.../NAME/results`), else
-    the sweep its rows name (`name` = NAME/trial); None where no figure claims them."""
-    names = [results.parent.name] if results.name == RESULTS_DIR else []
+def claim_for(sweep: str | None, cells: pd.DataFrame) -> Claim | None:
+    """The figure claim that a sweep's rows answer: the claim of the figure named `sweep`, else of the
+    sweep the rows name (`name` = NAME/trial); None where no figure claims them."""
+    names = [sweep] if sweep else []
     if "name" in cells.columns:
         names += sorted({str(n).split("/")[0] for n in cells["name"].dropna()})
-    return next((n for n in names if figures.claim(n) is not None), None)
+    return next((c for c in map(figures.claim, names) if c is not None), None)
 
 
 def verdict(results: Location, cells: pd.DataFrame) -> Verdict | None:
     """The verdict of the figure claim that `results` answer, or None where no figure claims them."""
-    name = sweep_of(results, cells)
-    return judge(figures.claim(name), cells) if name is not None else None
+    claim = claim_for(results.parent.name if results.name == RESULTS_DIR else None, cells)
+    return judge(claim, cells) if claim is not None else None
 
 
 def sweep_conclusion(results: Location) -> str | None:

@@ -247,9 +247,11 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
                      eval_recurrences=sweep.eval_recurrences_for(parsed.preset), tracking=parsed.tracking,
                      search=search, failures=failures, tracking_home=home)
     if not parsed.no_dashboard and storage.is_dir(root / "results"):
+        from abacus_ray.cli.summary import claim_for  # the figure's claim, for the index's verdict
         from dashboards.build import build_site  # heavy: pandas and plotly, only for a finished sweep
 
-        print(f"{sweep.name}: dashboard {build_site(root / 'results', local / 'dashboard')}", file=sys.stderr)
+        site = build_site(root / "results", local / "dashboard", claim_for)
+        print(f"{sweep.name}: dashboard {site}", file=sys.stderr)
     print(f"{sweep.name}: results in {root}")
     if not parsed.no_eval and storage.is_dir(root / "results"):
         from abacus_ray.cli.summary import sweep_conclusion  # pandas, only for a sweep with results
