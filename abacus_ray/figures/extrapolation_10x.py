@@ -12,7 +12,7 @@ run their whole budget are scored on the long diagonal (and, at paper scale, a s
 `--confirm` retrains the best point with 3 seeds under each offset draw (docs/results.md, "10x").
 
 The tiny preset asks the same question at CPU scale, from 5-digit training: 10 points of 24, 2-layer
-models, budgets of 3,000 or 6,000 steps (at most ~8 CPU-minutes a model), k up to 30 (rows to 36),
+models, budgets of 3,000 or 6,000 steps (their cost: docs/results.md, §6), k up to 30 (rows to 36),
 probed at 6, 8, 10 and 12 digits, scored on the diagonal to 40 digits.
 """
 
