@@ -67,7 +67,7 @@ test-fast: install
 
 # The main job on an embedded local Ray (127.0.0.1): the tiny Fig. 10 sweep, trained through Tune +
 # Train, evaluated through Ray Data into Parquet; then one row per k (95 % intervals, where the trained
-# positions end) and the `Conclusion:` line drawn from the intervals. DEMO_FLAGS adds sweep flags, e.g.
+# positions end) and its `Conclusion (Fig. 10):` verdict. DEMO_FLAGS adds sweep flags, e.g.
 # DEMO_FLAGS="--set seed=1" (another training seed).
 DEMO_FLAGS ?=
 demo: install
