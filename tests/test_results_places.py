@@ -183,3 +183,31 @@ def test_eval_all_scores_two_copies_of_one_run_once_and_ends_a_link_loop(tmp_pat
     for name in ("up", "up2"):  # two links back up: a recursive listing would branch at every level
         (runs / "loop" / name).symlink_to(runs)
     assert find_models(runs) == models
+
+
+def _rewrite_parts(results: Path, **columns) -> None:
+    """Every part of `results` with the given columns set to one value (a hand-edited, hostile part)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for part in results.glob("part-*.parquet"):
+        t = pq.read_table(part)
+        for name, value in columns.items():
+            col = t.column(name)
+            t = t.set_column(t.schema.get_field_index(name), name, pa.array([value] * len(col), col.type))
+        pq.write_table(t, part)
+
+
+def test_summary_escapes_a_hostile_run_name_and_refuses_an_accuracy_above_one(tmp_path, capsys):
+    results = tmp_path / "results"
+    synthetic_results(results, [("s/ok", [])], SQUARE, per_cell=20)
+    _rewrite_parts(results, run_id="s/\x1b[2J\x1b]0;owned\x07\u202eevil\r")
+    assert main(["summary", str(results), "--label", "run_id"]) == 0
+    out = capsys.readouterr().out
+    assert r"s/\x1b[2J\x1b]0;owned\x07\u202eevil\r" in out
+    assert not any(c in out for c in "\x1b\x07\u202e\r")
+    _rewrite_parts(results, accuracy=5.0)  # n_correct / n cannot be 5: it would print as 500 %
+    assert main(["summary", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"abacus-ray summary: error: {results}: part-") and err.endswith(
+        "holds an accuracy of 5, not a fraction in [0, 1]; not an abacus-ray results file"), err

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
@@ -305,7 +306,20 @@ def _read_one(f: Location, columns: Sequence[str] | None, where: str, required: 
         if any(v is None or v > SCHEMA_VERSION for v in versions):
             raise ValueError(f"{where}: {f.name} has schema_version {sorted(map(str, versions))}; this "
                              f"abacus-ray reads <= {SCHEMA_VERSION}")
+    _check_fractions(t, f, where)
     return t
+
+
+def _check_fractions(t: pa.Table, f: Location, where: str) -> None:
+    """An accuracy is a fraction (n_correct / n): one outside [0, 1] would print as 500 %."""
+    if "accuracy" not in t.column_names or t.num_rows == 0:
+        return
+    bounds = pc.min_max(t.column("accuracy"))
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    bad = next((v for v in (low, high) if v is not None and not 0.0 <= v <= 1.0), None)
+    if bad is not None:
+        raise ValueError(f"{where}: {f.name} holds an accuracy of {bad:.6g}, not a fraction in [0, 1]; "
+                         "not an abacus-ray results file")
 
 
 def _read_parts(files: Iterable[Location], columns: Sequence[str] | None, where: str,
