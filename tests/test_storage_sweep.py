@@ -77,7 +77,8 @@ def test_sweep_on_s3_storage(bucket_ray, tmp_path):
     assert len(read_cells(root / "results")) == 4
 
     code, text, _ = run(["summary", str(root / "results")])  # a reader with nothing local
-    assert code == 0 and text.splitlines()[-1].split()[-1] == "4"
+    table = [line for line in text.splitlines() if not line.startswith("Conclusion (")]
+    assert code == 0 and table[-1].split()[-1] == "4", text  # the total, above the figure's verdict
     out_uri = s3.uri("again")
     assert main(["eval-all", uri, "--grid", "cells:3x3", "--per-cell", "2", "--out", out_uri]) == 0
     assert len(read_cells(out_uri)) == 1
