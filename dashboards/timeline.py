@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from abacus_ray import storage
+from abacus_ray import storage, trial_status
 from abacus_ray.sweep import TIMELINE_FILE
 from dashboards.data import sweep_table
 from dashboards.html import Raw, fmt_int, table
@@ -68,13 +68,19 @@ def gantt(rows: pd.DataFrame | None) -> dict[str, Any]:
                        "base": [s - t0 for s in part["start_s"]], "x": list(part["end_s"] - part["start_s"]),
                        "marker": {"color": COLOURS[i % len(COLOURS)]}, "textposition": "none",
                        "hovertemplate": "%{text}<extra></extra>",
-                       "text": [f"{html.escape(r.split('/', 1)[-1])}: {s - t0:.0f}–{e - t0:.0f} s"
-                                for r, s, e in zip(part["run"], part["start_s"], part["end_s"], strict=True)]})
+                       "text": [f"{html.escape(r.split('/', 1)[-1])}: {s - t0:.0f}–{e - t0:.0f} s, "
+                                f"{html.escape(str(st))}" for r, s, e, st in zip(
+                                    part["run"], part["start_s"], part["end_s"], _statuses(part), strict=True)]})
     order = sorted(df["y"].unique(), reverse=True)
     return {"traces": traces, "layout": {
         "barmode": "overlay", "height": 120 + 22 * len(order), "margin": {"l": 150, "r": 20, "t": 30, "b": 40},
         "xaxis": {"title": {"text": "seconds since the first trial started"}},
         "yaxis": {"categoryorder": "array", "categoryarray": order}, "legend": {"title": {"text": "asked for"}}}}
+
+
+def _statuses(rows: pd.DataFrame) -> list[str]:
+    """Each trial's status (`abacus_ray.trial_status`), as cluster.parquet recorded it."""
+    return [str(v) for v in rows["status"]] if "status" in rows.columns else ["?"] * len(rows)
 
 
 def node_table(rows: pd.DataFrame) -> Raw:
@@ -97,7 +103,9 @@ def timeline_section(rows: pd.DataFrame | None) -> list[Any]:
         return []
     span = rows["end_s"].max() - rows["start_s"].min()
     return ['<section id="cluster-section"><h2>Cluster</h2><p class=muted>'
-            f"{len(rows)} trials on {rows['node_id'].nunique()} nodes over {span:.0f} s. Each bar is one trial on "
+            f"{len(rows)} trials on {rows['node_id'].nunique()} nodes over {span:.0f} s "
+            f"({html.escape(trial_status.counts(_statuses(rows)) or 'no status recorded')}). Each bar is one "
+            "trial on "
             "the node that ran it (one lane per trial running at once there), coloured by what it asked for; "
             "from the sweep's cluster.parquet.</p><div id=\"cluster\" class=\"plot\"></div>",
             node_table(rows), "</section>"]

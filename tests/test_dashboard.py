@@ -392,3 +392,15 @@ def test_per_recurrence_series_for_a_model_scored_at_several_depths(tmp_path):
     want = [round(100 * cells[cells["recurrences"] == r]["accuracy"].iloc[0], 2) for r in (1, 2, 3, 4)]
     assert data["recurrence"][0]["y"] == want
     assert "Accuracy per test-time recurrence" in html
+
+
+def test_search_view_counts_each_status_and_escapes_a_hostile_one():
+    import pandas as pd
+
+    from dashboards.search import search_section
+
+    rows = [{"run": f"s/{r}", "status": st, "params": "{}", "best": 0.5, "last": 0.5, "step": 10, "metric": 0.5}
+            for r, st in (("a", "finished"), ("b", "diverged"), ("c", "stopped"), ("d", "<b>x</b>"))]
+    text = "".join(str(part) for part in search_section(pd.DataFrame(rows)))
+    assert "4 configurations tried (1 finished, 1 stopped, 1 diverged)" in text
+    assert "<b>x</b>" not in text and "&lt;b&gt;x&lt;/b&gt;" in text  # the status column, escaped

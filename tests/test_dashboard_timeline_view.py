@@ -25,7 +25,8 @@ def placements() -> pd.DataFrame:
             ("s/a2", "A" * 16, '{"CPU": 1.0, "h100": 1.0}', 129.0, 160.0),
             (f"s/{HOSTILE}", "B" * 16, '{"CPU": 2.0, "cpu_pool": 2.0}', 100.5, 159.0)]
     return pd.DataFrame([{"run": r, "trial_id": str(i), "node_id": n, "pid": i, "workers": 1, "resources": res,
-                          "trainer": "function", "start_s": s, "end_s": e, "status": "finished"}
+                          "trainer": "function", "start_s": s, "end_s": e,
+                          "status": "diverged" if r == "s/a2" else "finished"}
                          for i, (r, n, res, s, e) in enumerate(rows)])
 
 
@@ -37,6 +38,7 @@ def test_trials_get_the_first_free_lane_of_their_node():
     assert sorted(t["name"] for t in fig["traces"]) == ["cpu_pool", "h100"]
     h100 = next(t for t in fig["traces"] if t["name"] == "h100")
     assert h100["base"] == [0.0, 1.0, 29.0] and h100["x"] == [30.0, 27.0, 31.0]
+    assert h100["text"] == ["a0: 0–30 s, finished", "a1: 1–28 s, finished", "a2: 29–60 s, diverged"]
     assert HOSTILE not in json.dumps(fig)  # run names are escaped before they reach Plotly
 
 
@@ -47,7 +49,7 @@ def test_sweep_page_has_the_cluster_view_when_the_sweep_recorded_placements(tmp_
     pq.write_table(pa.Table.from_pandas(placements(), preserve_index=False), Path(results).parent / "cluster.parquet")
     index = build_site(tmp_path / "s", tmp_path / "site")
     page = (index.parent / "sweep-s.html").read_text()
-    assert 'id="cluster-section"' in page and "4 trials on 2 nodes over 60 s" in page and HOSTILE not in page
+    assert 'id="cluster-section"' in page and "4 trials on 2 nodes over 60 s (3 finished, 1 diverged)" in page and HOSTILE not in page
     data = json.loads(re.search(r'id="dashboard-data">(.*?)</script>', page, re.S).group(1))
     assert len(data["cluster"]["traces"]) == 2
     out = tmp_path / "gantt.html"
