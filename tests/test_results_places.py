@@ -211,3 +211,16 @@ def test_summary_escapes_a_hostile_run_name_and_refuses_an_accuracy_above_one(tm
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"abacus-ray summary: error: {results}: part-") and err.endswith(
         "holds an accuracy of 5, not a fraction in [0, 1]; not an abacus-ray results file"), err
+
+
+def test_an_evaluated_block_whose_every_cell_another_writer_wrote_is_dropped_whole(tmp_path):
+    """Two writers (or two copies of one model) on one results directory: a block of cells already
+    present is written as nothing, not a pyarrow `take` of an untyped empty list."""
+    from abacus_ray.cluster.grid_eval import _fresh
+    from abacus_ray.evaluation.results import KeyIndex, read_cells_table
+
+    synthetic_results(tmp_path / "r", [("s/a", [])], SQUARE, per_cell=20)
+    block = read_cells_table(tmp_path / "r")
+    assert _fresh(block, KeyIndex(tmp_path / "r")).num_rows == 0
+    (tmp_path / "other").mkdir()
+    assert _fresh(block, KeyIndex(tmp_path / "other")).num_rows == block.num_rows

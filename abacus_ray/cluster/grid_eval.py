@@ -158,7 +158,7 @@ def _fresh(block: pa.Table, index: KeyIndex) -> pa.Table:
     have = index.refresh()
     block = first_per_key(block)
     keep = [n for n, r in enumerate(block.select(list(KEY)).to_pylist()) if key_of(r) not in have]
-    return block if len(keep) == block.num_rows else block.take(keep)
+    return block if len(keep) == block.num_rows else block.take(pa.array(keep, pa.int64()))
 
 
 def evaluate_on_ray(work: WorkItems, eval_cfg: EvalConfig, out_dir: Location, *, cpu_actors: int | None = None,
