@@ -381,6 +381,13 @@ def test_summary_of_a_storage_root_prints_one_row_per_sweep(tmp_path, capsys):
     assert (other / "sweep.json").exists() and "Conclusion (" not in out
 
 
+def test_a_storage_root_of_one_sweep_gets_the_table_too(tmp_path, capsys):
+    _write_fig10_sweep(tmp_path / "fig10_k")
+    assert cli_main(["summary", str(tmp_path)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("| fig10_k | Fig. 10 | ") and last.endswith(" | tiny | 2/2 |")
+
+
 def test_the_dashboard_index_lists_each_sweeps_verdict_linked_to_its_page(tmp_path, capsys):
     from dashboards.build import build_site
 

@@ -138,6 +138,8 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.evaluation.offset_reach import format_offset_table, offset_table  # pandas
 
     cells, places = read_places(args.results)
+    top = storage.resolve(args.results, flag="RESULTS").path.rstrip("/")  # checked by read_places
+    several = len(places) > 1 or places[0][0].parent.parent.path.rstrip("/") == top  # a storage root
     if args.fig10:
         table = offset_table(cells)
         print(format_offset_table(table))
@@ -163,7 +165,7 @@ def handler(args: argparse.Namespace) -> int:
             for col in ("reach", "zero_from"):
                 table[col] = [("-" if pd.isna(v) else str(int(v))) for v in table[col]]
         print(format_table(table))
-    if len(places) > 1:
+    if several:
         print()
         print(claims_table(places))
     elif (found := verdict(*places[0])) is not None:
