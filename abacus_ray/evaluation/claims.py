@@ -29,10 +29,8 @@ if TYPE_CHECKING:
 SHOWN = "shown"
 CONTRADICTED = "contradicted"
 NOT_SHOWN = "not shown at this scale"
-SCORES = {
-    "exact": "n_correct",
-    "first": "n_first_correct",
-}  # first: the first answer token (Table 2)
+# What a rate counts: exact match, or the first answer token alone (Table 2's "min. elem. only")
+SCORES = {"exact": "n_correct", "first": "n_first_correct"}
 K = "model.max_k"
 
 
@@ -330,7 +328,7 @@ def _against_threshold(claim: Claim, group: pd.DataFrame, arm: Arm) -> tuple[str
     if claim.best:
         key = "name" if "name" in rows.columns else "model_id"
         rates = [
-            rate(g, f"{label}, best {k}", claim.score) for k, g in rows.groupby(key, sort=True)
+            rate(g, f"{label} ({k})", claim.score) for k, g in rows.groupby(key, sort=True)
         ]
         r = max(rates, key=lambda x: (x.p, x.n))
     else:
