@@ -29,8 +29,8 @@ RECORD_SCHEMA = pa.schema([
     ("run", pa.string()),  # the trial's run name, e.g. fig10_k/max_k=25_seed=0
     ("trial_id", pa.string()),
     ("status", pa.string()),  # one of STATUSES
-    ("reason", pa.string()),  # an error's type and first line, or "diverged at step N"; null otherwise
-    ("checkpoint", pa.string()),  # its last checkpoint, relative to the sweep's directory; null if none
+    ("reason", pa.string()),  # an error's type and first line, or "diverged at step N"; else null
+    ("checkpoint", pa.string()),  # its last checkpoint, relative to the sweep's directory, or null
     ("step", pa.int64()),  # the step of its last report
 ])
 
@@ -81,7 +81,8 @@ def record_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
 
 def checkpoints_to_score(record: pa.Table, include: frozenset[str], where: str) -> list[str]:
     """The checkpoints (relative to the sweep directory, sorted) of the trials whose status is in
-    `include`. A record that is not one, or names a place outside its sweep, is refused naming `where`."""
+    `include`. A record that is not one, or that names a place outside its sweep, is refused naming
+    `where`."""
     missing = [c for c in ("run", "status", "checkpoint") if c not in record.column_names]
     if missing:
         raise ValueError(f"{where}: not a trial record (no {missing[0]} column)")
@@ -93,7 +94,8 @@ def checkpoints_to_score(record: pa.Table, include: frozenset[str], where: str) 
             continue
         path = str(row["checkpoint"])
         if path.startswith("/") or "://" in path or ".." in path.split("/") or "\\" in path:
-            raise ValueError(f"{where}: checkpoint {path[:80]!r} is not inside the sweep's directory")
+            raise ValueError(f"{where}: checkpoint {path[:80]!r} is not inside the sweep's "
+                             "directory")
         found.add(path)
     return sorted(found)
 

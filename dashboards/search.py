@@ -3,7 +3,8 @@
 A searching sweep (`abacus_ray/figures/extrapolation_10x.py`) leaves `search.parquet` beside its `results/`
 (written by `abacus_ray/cluster/search.py`: one row per probe of every trial, with the trial's
 status and swept values). The page draws each trial's probe over optimiser steps (trials
-that did not finish dotted), the best probe over the trials tried, and a table of every configuration.
+that did not finish dotted), the best probe over the trials tried, and a table of every
+configuration.
 """
 
 from __future__ import annotations
@@ -68,11 +69,12 @@ def search_section(reports: pd.DataFrame | None, metric: str = "probe") -> list[
     """The page section (empty without a search)."""
     if reports is None or reports.empty:
         return []
-    summary = html.escape(trial_status.counts([str(s) for s in reports.groupby("run")["status"].first()]))
+    statuses = [str(s) for s in reports.groupby("run")["status"].first()]
+    summary = html.escape(trial_status.counts(statuses))
     return ['<section id="search-section"><h2>Search</h2><p class=muted>'
             f"{reports['run'].nunique()} configurations tried ({summary}). Each line is one trial's {metric} "
             "(exact match on long diagonal cells of a validation set) over optimiser steps; dotted lines are "
-            "trials that did not finish (stopped early by Tune's ASHA scheduler, diverged or failed). Right: "
-            "the best probe over the trials tried.</p>"
+            "trials that did not finish (stopped early by Tune's ASHA scheduler, diverged or "
+            "failed). Right: the best probe over the trials tried.</p>"
             '<div class="pair"><div id="search" class="plot"></div><div id="search-best" class="plot"></div></div>',
             search_table(reports), "</section>"]

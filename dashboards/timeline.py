@@ -69,8 +69,9 @@ def gantt(rows: pd.DataFrame | None) -> dict[str, Any]:
                        "marker": {"color": COLOURS[i % len(COLOURS)]}, "textposition": "none",
                        "hovertemplate": "%{text}<extra></extra>",
                        "text": [f"{html.escape(r.split('/', 1)[-1])}: {s - t0:.0f}–{e - t0:.0f} s, "
-                                f"{html.escape(str(st))}" for r, s, e, st in zip(
-                                    part["run"], part["start_s"], part["end_s"], _statuses(part), strict=True)]})
+                                f"{html.escape(st)}" for r, s, e, st in zip(
+                                    part["run"], part["start_s"], part["end_s"], _statuses(part),
+                                    strict=True)]})
     order = sorted(df["y"].unique(), reverse=True)
     return {"traces": traces, "layout": {
         "barmode": "overlay", "height": 120 + 22 * len(order), "margin": {"l": 150, "r": 20, "t": 30, "b": 40},
@@ -104,8 +105,8 @@ def timeline_section(rows: pd.DataFrame | None) -> list[Any]:
     span = rows["end_s"].max() - rows["start_s"].min()
     return ['<section id="cluster-section"><h2>Cluster</h2><p class=muted>'
             f"{len(rows)} trials on {rows['node_id'].nunique()} nodes over {span:.0f} s "
-            f"({html.escape(trial_status.counts(_statuses(rows)) or 'no status recorded')}). Each bar is one "
-            "trial on "
+            f"({html.escape(trial_status.counts(_statuses(rows)) or 'no status recorded')}). "
+            "Each bar is one trial on "
             "the node that ran it (one lane per trial running at once there), coloured by what it asked for; "
             "from the sweep's cluster.parquet.</p><div id=\"cluster\" class=\"plot\"></div>",
             node_table(rows), "</section>"]

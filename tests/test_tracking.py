@@ -100,6 +100,21 @@ def test_the_closing_line_names_each_failed_trial_and_why():
     assert "1 of 2 trial(s) failed: f/a (RayActorError: y)" in both and "evaluation stopped (OutOfMemoryError: x)" in both
 
 
+def _check_statuses(root: Path, want: dict[str, str], scored: str) -> None:
+    """The trial record, the timeline and eval-all agree with the closing line on each trial's status."""
+    from abacus_ray import storage
+    from abacus_ray.cli.eval_all import sweep_models
+    from abacus_ray.trial_status import parse_include
+
+    record = pq.read_table(root / "trials.parquet").to_pylist()
+    assert {r["run"]: r["status"] for r in record} == want
+    timeline = {r["run"]: r["status"] for r in pq.read_table(root / "cluster.parquet").to_pylist()}
+    assert {k: v for k, v in want.items() if k in timeline} == timeline and "diverged" in timeline.values()
+    assert sweep_models(storage.resolve(root), parse_include(None)) == [Path(scored)]  # what the sweep scored
+    more = sweep_models(storage.resolve(root), parse_include("stopped,diverged,error"))
+    assert Path(scored) in more and all(p.is_dir() for p in more)
+
+
 class TrialKiller(threading.Thread):
     """SIGKILL, as Ray's memory monitor does, every process that runs one trial, on every attempt.
 
@@ -162,6 +177,8 @@ def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_loc
     line = failure_line("fig10_k", 3, failures)
     assert f"1 of 3 trial(s) diverged (loss not finite; not scored): {spoiled.name} (diverged at step" in line
     assert spoiled.name not in line.split("diverged (loss")[0]  # not among those a rerun retries
+    _check_statuses(tmp_path / "fig10_k", {doomed: "error", other: "finished", spoiled.name: "diverged"},
+                    finished[0][0].checkpoint)
 
     client = _client(tmp_path / "fig10_k")
     runs = {r.data.tags["abacus_run"]: r for r in client.search_runs(

@@ -1,17 +1,17 @@
 """`abacus-ray eval-all RESULTS [--grid G]`: every trained model under RESULTS, scored through Ray Data.
 
-    abacus-ray eval-all RESULTS [--grid paper-100plus] [--out DIR] [--include STATUS,...] [--per-cell N]
+    abacus-ray eval-all RESULTS [--grid paper-100plus] [--out DIR] [--include STATUS,...]
 
 RESULTS is a sweep root, a storage root holding several sweeps (a sweep's `--storage`, a bucket prefix),
 a sweep's results directory, or a directory of `abacus-ray train --out` runs, as for `summary` and
 `dashboard` (`evaluation.places`); nothing above RESULTS is searched but a results directory's own
-sweep. In a sweep, the models are what the sweep scored: the final checkpoints of its finished trials,
-from its trial record (`trials.parquet`); `--include` adds the last checkpoint of stopped, diverged or
-errored trials. Elsewhere a model is the latest `step-*` checkpoint of RESULTS itself or of each run
-directory in it. A model held twice (copies of one run) is scored once. Each sweep's models are scored
-into its own `results/` unless `--out` names one directory for all. Only cells whose key is missing are
-evaluated, so a second run does nothing. The default grid is the paper's 100+ set (the 101-160
-diagonal; `make eval-100plus`).
+sweep. In a sweep, the models are what the sweep scored: the final checkpoints of its finished
+trials, from its trial record (`trials.parquet`); `--include` adds the last checkpoint of stopped,
+diverged or errored trials. Elsewhere a model is the latest `step-*` checkpoint of RESULTS itself or
+of each run directory in it. A model held twice (copies of one run) is scored once. Each sweep's
+models are scored into its own `results/` unless `--out` names one directory for all. Only cells
+whose key is missing are evaluated, so a second run does nothing. The default grid is the paper's
+100+ set (the 101-160 diagonal; `make eval-100plus`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from abacus_ray.evaluation.places import evaluation_places
 from abacus_ray.evaluation.results import done_keys
 
 DEFAULT_GRIDS = ("paper-100plus",)
-MAX_RECORD_BYTES = 16 << 20  # a trial record is about 100 bytes a trial (at most `sweep.MAX_TRIALS`)
+MAX_RECORD_BYTES = 16 << 20  # a trial record: about 100 bytes a trial, at most `sweep.MAX_TRIALS`
 
 
 def register(subparsers) -> None:
@@ -46,9 +46,10 @@ def register(subparsers) -> None:
     p.add_argument("--out", default=None,
                    help="one Parquet results directory or URI for every model (default: each sweep's results/)")
     p.add_argument("--include", default=None, metavar="STATUS[,STATUS]",
-                   help="in a sweep, also score the last checkpoint of trials that did not finish: a comma list "
-                        "of stopped (by ASHA or the user), diverged (the last one before the loss stopped "
-                        "being finite), error (default: finished trials only, what the sweep scored)")
+                   help="in a sweep, also score the last checkpoint of trials that did not "
+                        "finish: a comma list of stopped (by ASHA or the user), diverged (the last "
+                        "one before the loss stopped being finite), error (default: finished "
+                        "trials only, what the sweep scored)")
     p.add_argument("--per-cell", type=int, default=None, help="problems per cell (default 100, the paper's)")
     p.add_argument("--seed", type=int, default=None, help="evaluation seed (default 0)")
     p.add_argument("--address", default=None, help="Ray address (default: $RAY_ADDRESS, else a local Ray)")
@@ -57,17 +58,17 @@ def register(subparsers) -> None:
 
 
 def find_models(root) -> list:
-    """The latest checkpoint of `root` if it is a training run, else of each run directory directly in
-    it (a path or `storage.Location`; sorted). Not recursive: a link back up cannot loop. A checkpoint
-    itself is refused: its results would go inside it."""
-    from abacus_ray.model.checkpoint import META_FILE, latest_checkpoint  # heavy: torch, not at --help
+    """The latest checkpoint of `root` if it is a training run, else of each run directory directly
+    in it (a path or `storage.Location`; sorted). Not recursive: a link back up cannot loop. A
+    checkpoint itself is refused: its results would go inside it."""
+    from abacus_ray.model.checkpoint import META_FILE, latest_checkpoint  # heavy: torch
 
     root = storage.resolve(root, flag="RESULTS")
     if not storage.is_dir(root):
         return []
     if storage.is_file(root / META_FILE):
-        raise ValueError(f"RESULTS: {root} is a checkpoint; give its run directory ({root.parent}) or "
-                         "score it alone with `abacus-ray eval`")
+        raise ValueError(f"RESULTS: {root} is a checkpoint; give its run directory "
+                         f"({root.parent}) or score it alone with `abacus-ray eval`")
     own = latest_checkpoint(root)
     if own is not None:
         return [own]
@@ -76,13 +77,13 @@ def find_models(root) -> list:
 
 
 def sweep_models(root: storage.Location, include: frozenset[str]) -> list:
-    """The checkpoints a sweep's trial record lists for the statuses in `include` (finished: what the
-    sweep itself scored). A sweep without its record (its trials never all ended) is refused."""
+    """The checkpoints a sweep's trial record lists for the statuses in `include` (finished: what
+    the sweep itself scored). A sweep without its record (its trials never all ended) is refused."""
     path = root / trial_status.TRIALS_FILE
     info = storage.file_info(path)
     if not storage.is_file(path):
-        raise FileNotFoundError(f"{path}: no trial record: a sweep writes it when its trials end; rerun "
-                                "the sweep's command to finish it, then eval-all")
+        raise FileNotFoundError(f"{path}: no trial record: a sweep writes it when its trials "
+                                "end; rerun the sweep's command to finish it, then eval-all")
     if info.size > MAX_RECORD_BYTES:
         raise ValueError(f"{path}: {info.size} bytes is too large for a trial record "
                          f"(at most {MAX_RECORD_BYTES})")
@@ -109,30 +110,31 @@ def places_of(args: argparse.Namespace, results: storage.Location) -> list[tuple
         if models:
             found.append((models, place.results))
     if not found:
-        raise ValueError(f"RESULTS: no checkpoints to score under {args.results}" + (
-            " (finished trials only; --include adds others)" if sweeps and not args.include else ""))
+        hint = " (finished trials only; --include adds others)"
+        hint = "" if args.include or not sweeps else hint
+        raise ValueError(f"RESULTS: no checkpoints to score under {args.results}{hint}")
     flag = "--out" if args.out else "RESULTS"
     return [(models, storage.probe(out, flag)) for models, out in found]
 
 
 def checked_models(models: list, out: storage.Location) -> list:
     """Every checkpoint loaded once, weights-only and hash-checked (a foreign, truncated or
-    wrong-architecture file is refused naming it, not inside an evaluator actor), and each model kept
-    once by its `model_id`: copies of one run are scored once, under the first path."""
-    from abacus_ray.model.checkpoint import load_checkpoint  # heavy: torch, not at `abacus-ray --help`
+    wrong-architecture file is refused naming it, not inside an evaluator actor), and each model
+    kept once by its `model_id`: copies of one run are scored once, under the first path."""
+    from abacus_ray.model.checkpoint import load_checkpoint  # heavy: torch, not at --help
 
     by_id: dict[str, object] = {}
     for path in models:  # costs one load per model (seconds), small beside scoring it
         by_id.setdefault(load_checkpoint(path, map_location="cpu").model_id, path)
     if len(by_id) < len(models):
-        print(f"eval-all: {len(models) - len(by_id)} checkpoint(s) for {out} are copies of another; each "
-              "model is scored once", file=sys.stderr)
+        print(f"eval-all: {len(models) - len(by_id)} checkpoint(s) for {out} are copies of "
+              "another; each model is scored once", file=sys.stderr)
     return list(by_id.values())
 
 
 def handler(args: argparse.Namespace) -> int:
-    """Everything is checked before Ray starts: flags, grids, every checkpoint (`checked_models`), and
-    the work planned (which checks every cell against its model's Abacus table)."""
+    """Everything is checked before Ray starts: flags, grids, every checkpoint (`checked_models`),
+    and the work planned (which checks every cell against its model's Abacus table)."""
     from abacus_ray.evaluation.work import Source, work_items  # heavy: torch, not at `abacus-ray --help`
 
     grids = resolve_grid_names(tuple(args.grids or DEFAULT_GRIDS))

@@ -140,27 +140,30 @@ class Outcome:
     record: list[dict[str, Any]]  # the trial record's rows (`trial_status.RECORD_SCHEMA`)
 
     def having(self, *statuses: str) -> list[str]:
-        return sorted(run for run, s in self.statuses.items() if s in statuses and run not in self.finished)
+        """The trials, not scored, whose status is one of `statuses`."""
+        return sorted(r for r, s in self.statuses.items()
+                      if s in statuses and r not in self.finished)
 
 
-def _checkpoint_of(result, root: Location) -> str | None:
-    """A trial's last reported checkpoint (a URI on an object store), else its Train run's newest."""
+def _checkpoint_of(result, root: Location) -> Location | None:
+    """A trial's last reported checkpoint, else its Train run's newest (None if it has none)."""
     metrics = result.metrics or {}
-    path = metrics.get("checkpoint_path")  # the TorchTrainer's last reported checkpoint (a path in `fs`)
+    path = metrics.get("checkpoint_path")  # a TorchTrainer's last reported one (a path in `fs`)
     if path is None and result.checkpoint is not None:  # `function` trials: Tune's own checkpoint
         path = result.checkpoint.path
     if path is not None:
-        return root.at(path).uri  # the URI on an object store: what the evaluators and MLflow get
+        return root.at(path)  # its URI on an object store: what the evaluators and MLflow get
     if metrics.get("trial_id"):  # fall back to the Train run's newest checkpoint in storage
         found = latest_checkpoint(root / "train" / f"train-{metrics['trial_id']}")
-        return str(found) if found else None
+        return storage_module.resolve(found) if found is not None else None
     return None
 
 
 def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]) -> Outcome:
-    """Tune's results as an `Outcome`: each trial's status (`trial_status.status`, the one place it is
-    decided) and the finished trials' final checkpoints. Only a finished trial is scored: an interrupted
-    sweep returns running trials too, and a diverged one's last checkpoint predates its failure.
+    """Tune's results as an `Outcome`: each trial's status (`trial_status.status`, the one place it
+    is decided) and the finished trials' final checkpoints. Only a finished trial is scored: an
+    interrupted sweep returns running trials too, and a diverged one's last checkpoint predates its
+    failure.
 
     A point is evaluated once even if Tune ran it twice: a driver killed between Tune's experiment
     snapshot (which already held a new PENDING trial) and its searcher's snapshot gets that point
@@ -172,7 +175,7 @@ def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]) -> Outc
         run_name = trial_run_name(result)
         metrics = result.metrics or {}
         trial_id = metrics.get("trial_id")
-        path = _checkpoint_of(result, root)
+        checkpoint = _checkpoint_of(result, root)
         state = trial_status.status(metrics, errored=result.error is not None)
         if out.statuses.get(run_name) == trial_status.FINISHED:
             continue  # the same point run twice: its finished run counts
@@ -182,12 +185,15 @@ def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]) -> Outc
             out.reasons[run_name] = f"{trial_status.DIVERGED} at step {metrics['diverged_at_step']}"
         elif state == trial_status.ERROR:
             out.reasons[run_name] = failure_reason(result.error)
-        elif state == trial_status.FINISHED and path is not None:
-            out.finished[run_name] = (Source(path, run_id=run_name, trial_id=trial_id), by_name[run_name])
+        elif state == trial_status.FINISHED and checkpoint is not None:
+            out.finished[run_name] = (Source(checkpoint.uri, run_id=run_name, trial_id=trial_id),
+                                      by_name[run_name])
         step = metrics.get("step")
-        rows[run_name] = {"run": run_name, "trial_id": trial_id, "status": state, "reason": out.reasons.get(run_name),
-                          "step": int(step) if isinstance(step, (int, float)) and step == step else None,
-                          "checkpoint": trial_status.relative_checkpoint(path, root.uri)}
+        step = int(step) if isinstance(step, (int, float)) and step == step else None
+        rel = checkpoint and trial_status.relative_checkpoint(checkpoint.path, root.path)
+        rows[run_name] = {"run": run_name, "trial_id": trial_id, "status": state,
+                          "reason": out.reasons.get(run_name), "checkpoint": rel,
+                          "step": step}
     out.record = [rows[k] for k in sorted(rows)]
     return out
 
@@ -198,8 +204,8 @@ def search_line(name: str, total: int, outcome: Outcome, table: Location) -> str
     statuses = list(outcome.statuses.values())
     return (f"{name}: search of {total} point(s): {len(outcome.finished)} ran their budget, "
             f"{statuses.count(trial_status.STOPPED)} stopped early by ASHA, "
-            f"{statuses.count(trial_status.DIVERGED)} diverged, {statuses.count(trial_status.ERROR)} failed; "
-            f"{table}")
+            f"{statuses.count(trial_status.DIVERGED)} diverged, "
+            f"{statuses.count(trial_status.ERROR)} failed; {table}")
 
 
 def write_trial_record(root: Location, outcome: Outcome) -> Location:
@@ -239,7 +245,7 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     write_trial_record(root, outcome)  # each trial's status and checkpoint: trials.parquet
     write_timeline(root, grid, by_name)  # where and when each trial ran: cluster.parquet
     finished, errors = outcome.finished, outcome.reasons
-    stopped = outcome.having(trial_status.STOPPED, trial_status.FINISHED)  # finished without a checkpoint too
+    stopped = outcome.having(trial_status.STOPPED, trial_status.FINISHED)  # FINISHED: no checkpoint
     unfinished = stopped
     if search is not None:
         table = write_search(root, grid, trials, search)
@@ -249,7 +255,8 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
         close_runs(home, name, {**{f: "finished" for f in finished}, **{f: "stopped" for f in stopped},
                                 **{f: "failed" for f in errors}})
     if unfinished:
-        print(f"{name}: {len(unfinished)} trial(s) did not finish: {', '.join(unfinished)}", file=sys.stderr)
+        print(f"{name}: {len(unfinished)} trial(s) did not finish: {', '.join(unfinished)}",
+              file=sys.stderr)
     if failures is not None:
         failures.update(errors)
     elif errors:

@@ -5,7 +5,8 @@ how they are ranked; here Tune's `ASHAScheduler` stops the weaker trials at step
 finished search is written to `{sweep}/search.parquet`: one row per probe of every trial (its
 step, its value, the loss of the report that first carried it), with the trial's status
 (`abacus_ray.trial_status`: `finished`, `stopped` by ASHA, `diverged`, `error`), its swept values
-and its best and last probe. The dashboard's "Search" view and `--confirm` read that file (docs/results-schema.md, "search.parquet").
+and its best and last probe. The dashboard's "Search" view and `--confirm` read that file
+(docs/results-schema.md, "search.parquet").
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def _log_cells(client, run_id: str, cells) -> None:
 
 
 def _all_runs(client, experiment_id: str) -> list:
-    """Every run of the experiment: MLflow answers a search a page at a time (1,000 runs at most)."""
+    """Every run of the experiment: MLflow answers a search one page (1,000 runs) at a time."""
     runs, token = [], None
     while True:
         page = client.search_runs([experiment_id], page_token=token)

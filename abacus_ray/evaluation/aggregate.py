@@ -131,19 +131,21 @@ def format_table(df: pd.DataFrame, short_id: int = 12) -> str:
         df["model_id"] = df["model_id"].str.slice(0, short_id)
     cols = list(df.columns)
     cells = [[_fmt(v) for v in row] for row in df.itertuples(index=False)]
-    widths = [max(len(printable(str(c))), *(len(r[k]) for r in cells)) if cells else len(printable(str(c)))
-              for k, c in enumerate(cols)]
-    lines = ["  ".join(printable(str(c)).rjust(w) for c, w in zip(cols, widths, strict=True))]
+    heads = [printable(str(c)) for c in cols]
+    widths = [max(len(h), *(len(r[k]) for r in cells)) if cells else len(h)
+              for k, h in enumerate(heads)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
     return "\n".join(lines)
 
 
 def printable(text: str) -> str:
-    """`text` with every character a terminal would act on (control, format, line separators) escaped:
-    a name read back from a results file is shown, never run (`\x1b[2J`, a bidi override)."""
+    """`text` with every character a terminal would act on (control, format, line separators)
+    escaped: a name read back from a results file is shown, never run (an escape sequence, a bidi
+    override)."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def _fmt(v) -> str:

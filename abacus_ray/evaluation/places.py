@@ -89,11 +89,11 @@ def _at(root: Location, results: Location) -> EvaluationPlace:
 
 
 def evaluation_places(target: str | Path | Location, flag: str = "RESULTS") -> list[EvaluationPlace]:
-    """Where `eval-all TARGET` finds models and writes their results, one place per sweep, never above
-    TARGET but for a results directory's own sweep or run: a results directory and the sweep root (or
-    training run) it lies in, else itself alone; a sweep root and its `results/`; each sweep root of a
-    storage root; any other directory of trained runs (`abacus-ray train --out` directories) and its
-    `results/`."""
+    """Where `eval-all TARGET` finds models and writes their results, one place per sweep, never
+    above TARGET but for a results directory's own sweep or run: a results directory and the sweep
+    root (or training run) it lies in, else itself alone; a sweep root and its `results/`; each
+    sweep root of a storage root; any other directory of trained runs (`abacus-ray train --out`
+    directories) and its `results/`."""
     loc = _place(target, flag)
     if part_files(loc):
         parent = loc.parent

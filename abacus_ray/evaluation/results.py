@@ -318,8 +318,8 @@ def _check_fractions(t: pa.Table, f: Location, where: str) -> None:
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
     bad = next((v for v in (low, high) if v is not None and not 0.0 <= v <= 1.0), None)
     if bad is not None:
-        raise ValueError(f"{where}: {f.name} holds an accuracy of {bad:.6g}, not a fraction in [0, 1]; "
-                         "not an abacus-ray results file")
+        raise ValueError(f"{where}: {f.name} holds an accuracy of {bad:.6g}, not a fraction in "
+                         "[0, 1]; not an abacus-ray results file")
 
 
 def _read_parts(files: Iterable[Location], columns: Sequence[str] | None, where: str,
