@@ -35,7 +35,7 @@ def s3_env(s3, monkeypatch):
     return s3
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])  # an S3 server: not test-fast
 def root(request, tmp_path):
     """A fresh storage root: a local directory, or a prefix of the S3 server's bucket."""
     if request.param == "local":
@@ -163,7 +163,7 @@ def _raw_keys(out) -> Counter:
 
 
 @pytest.mark.slow  # `abacus-ray eval` processes
-@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.slow)])
 def test_two_concurrent_evals_leave_each_key_once(where, ckpt, tmp_path, request):
     sweep = str(tmp_path / "sweep") if where == "local" else request.getfixturevalue("s3_env").uri(f"two-{os.getpid()}")
     out = f"{sweep}/results"
