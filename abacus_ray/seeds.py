@@ -9,7 +9,7 @@ rank and resume:
 |---|---|---|
 | `weights_seed` | run seed | the initial weights (every rank alike) |
 | `rank_seed` | run seed, rank | a rank's global torch / NumPy / `random` streams (initial-state noise) |
-| `resumed_rank_seed` | run seed, rank, step | the same, for a rank other than 0 resuming (only rank 0's streams are saved) |
+| `resumed_rank_seed` | run seed, rank, step | the same, for a rank other than 0 resuming from a checkpoint without its streams (another world size) |
 | `micro_batch_generator` | run seed, micro-batch index, drawing rank | progressive-loss depth and Abacus offset |
 | `stable_key` | a domain and the problem's coordinates | the training stream's and the evaluation sets' problems (Philox keys) |
 | `cell_seed` | eval seed, task, i, j | a grid cell's initial-state noise at evaluation |
@@ -45,8 +45,9 @@ def rank_seed(seed: int, rank: int) -> int:
 
 
 def resumed_rank_seed(seed: int, rank: int, step: int) -> int:
-    """A rank other than 0 resuming at `step`: only rank 0's RNG state is checkpointed, so the others
-    restart theirs from (seed, rank, step), away from every stream an earlier step used."""
+    """A rank other than 0 resuming at `step` from a checkpoint that lacks its RNG state (saved by
+    another world size): it restarts its streams from (seed, rank, step), away from every stream an
+    earlier step used."""
     return rank_seed(seed, rank) + RESUME_STRIDE * step
 
 

@@ -57,7 +57,7 @@ from abacus_ray.training.progressive import (
     throttle_factor,
 )
 from abacus_ray.training.schedules import accumulation_steps, lr_multiplier, ramped_batch_size
-from abacus_ray.training.seeding import rng_state, seed_all, set_rng_state
+from abacus_ray.training.seeding import every_rank_rng_state, seed_all, set_rng_state
 from abacus_ray.training.throughput import Window, eta_seconds, peak_flops
 
 KEEP_CHECKPOINTS = 2  # numbered checkpoints kept in a run's checkpoint root (older ones are pruned)
@@ -168,9 +168,10 @@ class _Session:
         if saved_state.get("scaler"):
             self.scaler.load_state_dict(saved_state["scaler"])
         self.budget.restore(saved_state)
-        if self.rank == 0 and saved_state.get("rng"):
-            set_rng_state(saved_state["rng"][0])
-        else:  # only rank 0's RNG streams are saved; the others restart theirs from (seed, rank, step)
+        rngs = saved_state.get("rng") or []
+        if self.rank < len(rngs) and (self.rank == 0 or len(rngs) == self.world):
+            set_rng_state(rngs[self.rank])
+        else:  # saved by another world size (or rank 0's alone): restart from (seed, rank, step)
             seed_all(resumed_rank_seed(self.cfg.seed, self.rank, self.budget.step))
         return int(saved_state["micro_index"]), int(saved_state["tokens"])
 
@@ -206,11 +207,13 @@ class _Session:
         return loss_sum, tokens, grad_norm
 
     def save(self, fraction: float, loss: float) -> tuple[str, str] | None:
-        """Rank 0 writes a numbered checkpoint (no collective: other ranks may lack a checkpoint_dir)."""
+        """Rank 0 writes a numbered checkpoint with every rank's RNG streams (gathered: all ranks call
+        this at the same step; the others may lack a checkpoint_dir)."""
+        rngs = every_rank_rng_state(self.process_group)
         if self.rank != 0 or self.root is None:
             return None
         state = {"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
-                 "micro_index": self.micro_index, "tokens": self.tokens_total, "rng": [rng_state()],
+                 "micro_index": self.micro_index, "tokens": self.tokens_total, "rng": rngs,
                  "world_size": self.world, "budget_fraction": fraction, "batch_size": self.batch_size,
                  "loss": loss, "seed": self.cfg.seed, **self.budget.state()}
         target = self.root / ckpt.checkpoint_name(self.budget.step)

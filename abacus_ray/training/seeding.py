@@ -49,3 +49,17 @@ def set_rng_state(state: dict) -> None:
     cuda = state.get("cuda")
     if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(cuda)
+
+
+def every_rank_rng_state(process_group: object | None) -> list[dict]:
+    """`rng_state()` of every rank of `process_group`, in rank order (this process's alone without
+    one): a collective, so every rank calls it at the same step. A checkpoint keeps them all, so each
+    rank of a resumed run continues its own streams (the initial-state noise) where it left them."""
+    mine = rng_state()
+    if process_group is None:
+        return [mine]
+    import torch.distributed as dist
+
+    out: list = [None] * dist.get_world_size(process_group)
+    dist.all_gather_object(out, mine, group=process_group)
+    return out
