@@ -46,6 +46,32 @@ def agree(values: list[float], *, rank: int, process_group: Any | None, device: 
 
 
 
+def average_gradients(params: list[nn.Parameter], *, process_group: Any,
+                      device: torch.device) -> None:
+    """Average `params`' gradients over ranks in one flat all-reduce in their own dtype (fp32 for
+    the master weights of `bf16-pure`), as DDP averages the models it wraps.
+
+    A gradient missing on some ranks counts as zeros there; one missing on every rank stays None
+    (as DDP leaves a parameter that no rank used): a presence flag per parameter travels in the
+    same buffer.
+    """
+    world = dist.get_world_size(process_group)
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flags = [float(p.grad is not None) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads]
+                     + [torch.tensor(flags, dtype=grads[0].dtype, device=device)])
+    flat = flat.to(_collective_device(process_group, device))
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=process_group)
+    flat = flat.to(device)
+    present = flat[-len(params):].tolist()
+    offset = 0
+    for p, grad, seen in zip(params, grads, present, strict=True):
+        n = p.numel()
+        if seen:
+            p.grad = grad.copy_(flat[offset:offset + n].view_as(p)).div_(world)
+        offset += n
+
+
 def _collective_device(process_group: Any, device: torch.device) -> torch.device:
     return device if dist.get_backend(process_group) == "nccl" else torch.device("cpu")
 

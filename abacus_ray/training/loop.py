@@ -46,7 +46,13 @@ from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.seeds import micro_batch_generator, rank_seed, resumed_rank_seed, weights_seed
 from abacus_ray.tasks.stream import TrainStream, pad_batch, padded_length
 from abacus_ray.training.budget import Budget
-from abacus_ray.training.distributed import agree, global_denominator, rank_and_world, wrap_ddp
+from abacus_ray.training.distributed import (
+    agree,
+    average_gradients,
+    global_denominator,
+    rank_and_world,
+    wrap_ddp,
+)
 from abacus_ray.training.master import working_model
 from abacus_ray.training.objective import answer_loss, loss_denominator
 from abacus_ray.training.optimizer import build_optimizer, set_lr
@@ -176,10 +182,11 @@ class _Session:
         return int(saved_state["micro_index"]), int(saved_state["tokens"])
 
     def _wrap(self) -> tuple[nn.Module, Any, int | None]:
-        """DDP over several ranks; a compiled block on batches of one fixed length (see `compile_block`)."""
+        """DDP over several ranks (not for `bf16-pure`, whose fp32 master gradients `step` averages
+        itself); a compiled block on batches of one fixed length (see `compile_block`)."""
         net: nn.Module = self.compute
         ddp = None
-        if self.world > 1:
+        if self.world > 1 and self.master is None:
             unused = self.cfg.model.injection == "none" and self.cfg.model.recurrences > 1
             net = ddp = wrap_ddp(net, self.device, self.process_group, find_unused=unused)
         fixed_len = None
@@ -283,6 +290,9 @@ class _Session:
         lr = tc.lr * lr_multiplier(fraction, tc.warmup, tc.cooldown, first_call=self.budget.step == 0)
         set_lr(self.optimizer, lr)
         loss_sum, tokens, positions, seq_sum = self.accumulate(accum)
+        if self.master is not None and self.world > 1:  # bf16-pure: DDP wraps nothing (see `_wrap`)
+            average_gradients(list(self.model.parameters()), process_group=self.process_group,
+                              device=self.device)
         grad_norm = self.unscale_and_clip()
         step_loss, tokens_all, grad_norm = self.sync(float(loss_sum) / accum, tokens, grad_norm)
         if not (math.isfinite(step_loss) and math.isfinite(grad_norm)) and not self.scaler.is_enabled():
@@ -335,7 +345,8 @@ class _Session:
         self.micro_index += 1
         ids = batch.input_ids.to(device, non_blocking=True)
         mask = batch.target_mask.to(device, non_blocking=True)
-        # each rank's loss is its share of the global micro-batch's loss (DDP then averages grads)
+        # each rank's loss is its share of the global micro-batch's loss (the gradient all-reduce
+        # averages)
         local = loss_denominator(batch.input_ids, batch.target_mask, reduction=tc.loss_reduction,
                                  mask_before_equals=tc.mask_before_equals)
         denom = global_denominator(local, self.mbs, ids.shape[1], reduction=tc.loss_reduction, world=self.world,
@@ -350,7 +361,7 @@ class _Session:
                 ce = answer_loss(logits, ids, mask, reduction=tc.loss_reduction,
                                  mask_before_equals=tc.mask_before_equals, denominator=denom)
                 self.scaler.scale(ce * (call.weight * self.throttle * self.world / accum)).backward()
-            if self.master is not None and (self.ddp is None or last):  # under DDP: once all-reduced
+            if self.master is not None:  # every backward's bf16 gradients join the fp32 sums
                 self.master.collect()
             loss_sum += ce.detach() * call.weight
         return ids, int(batch.lengths.sum())

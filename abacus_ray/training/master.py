@@ -11,10 +11,12 @@ in this mode is the same file format as any other and resumes in any precision.
 
 Gradients: each backward leaves bf16 gradients on the working copy (summed in bf16 within that
 backward, e.g. over the recurrences that share the weights); `collect` adds them into fp32
-gradients on the master and frees them, so gradient accumulation over micro-batches is fp32. Under
-DDP the micro-batches of a step accumulate in the working copy's bf16 gradients until the last
-backward's all-reduce (DDP owns those tensors), and are collected then. After the optimiser step
-`publish` rounds the updated master weights to bf16 for the next forward.
+gradients on the master and frees them, so gradient accumulation over micro-batches is fp32. Over
+several ranks no DDP wraps the working copy: each rank collects every backward the same way, and
+the loop averages the fp32 master gradients over ranks in one flat all-reduce
+(`distributed.average_gradients`) before clipping, so gradients stay fp32 from each backward to the
+optimiser on every rank. After the optimiser step `publish` rounds the updated master weights to
+bf16 for the next forward.
 """
 
 from __future__ import annotations
