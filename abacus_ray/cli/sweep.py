@@ -53,6 +53,7 @@ def load_sweep(name: str) -> Sweep:
                              "path of a sweep file")
     if not path.is_file():
         raise storage.not_a_file(path, "no such sweep file", "a sweep file")
+    storage.check_regular_file(path, storage.MAX_TEXT_BYTES)  # a sweep file is source: kilobytes
     if path.suffix != ".py":
         raise ValueError(f"NAME: {path} is not a sweep file (a Python file declaring SWEEP = Sweep(...), e.g. "
                          "sweeps/fig10_k.py)")

@@ -159,6 +159,7 @@ def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
     path = Path(path)
     if not path.is_file():
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
+    storage.check_regular_file(path)  # no larger than the memory it would be read into
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 3": the refusal below says more

@@ -32,7 +32,7 @@ from abacus_ray.model.official import (
 from abacus_ray.model.unsafe import code_it_names, unsafe_file
 
 MAX_CONFIG_BYTES = 1 << 20
-MAX_WEIGHTS_BYTES = 16 << 30  # a paper model is ~0.5 GB; this only stops absurd files before reading
+MAX_WEIGHTS_BYTES = 16 << 30  # a paper model is ~0.5 GB; beyond the memory check, stops absurd files
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,8 @@ def read_arch(directory: Path) -> dict:
     if not path.is_file():
         raise storage.not_a_file(path, f"missing (an official checkpoint directory holds {WEIGHTS_FILE} and "
                                        f"{CONFIG_FILE})", f"the {CONFIG_FILE} file")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ValueError(f"{path}: {path.stat().st_size} bytes, more than an arch config's {MAX_CONFIG_BYTES}")
     try:
-        arch = json.loads(path.read_text())
+        arch = json.loads(storage.read_text(path, MAX_CONFIG_BYTES))  # a regular file, bounded before it is read
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ValueError(f"{path}: not valid JSON ({_first(e)})") from None
     if not isinstance(arch, dict):
@@ -85,8 +83,11 @@ def _open_weights(path: Path):
         pickled = [p.name for p in path.parent.glob("*.pth")] + [p.name for p in path.parent.glob("*.bin")]
         hint = f"; {pickled[0]} is not read (a pickle: only safetensors are)" if pickled else ""
         raise storage.not_a_file(path, f"missing{hint}", f"the {WEIGHTS_FILE} file")
-    if path.stat().st_size > MAX_WEIGHTS_BYTES:
-        raise ValueError(f"{path}: {path.stat().st_size} bytes, more than the {MAX_WEIGHTS_BYTES} this reads")
+    size = storage.check_regular_file(path, MAX_WEIGHTS_BYTES)
+    if 2 * size > storage.memory_limit():  # read into memory, then copied into the model
+        raise ValueError(f"{path}: {size:,} bytes of weights need about {2 * size:,} bytes of memory to import "
+                         f"(read, then the model), more than this machine has free for it "
+                         f"({storage.memory_limit():,} bytes); not read")
     try:
         return safe_open(str(path), framework="pt", device="cpu")
     except (SafetensorError, OSError, ValueError) as e:

@@ -3,6 +3,11 @@
 
 Every write of a file is atomic: on a local disk a temporary sibling, fsync, rename; on an object store
 one PUT, which the store makes visible whole or not at all.
+
+Only regular files are read as data, and their size is bounded before a byte is read
+(`check_regular_file`): a FIFO, a device (a link to /dev/zero) or a socket under a data file's name is
+refused without being opened for reading, and so is a file larger than its kind may be (a JSON file
+`MAX_TEXT_BYTES`; a Parquet part or any other whole-file read, half of the memory available now).
 """
 
 from __future__ import annotations
@@ -10,14 +15,20 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import stat
 import uuid
 from pathlib import Path
 
+import psutil
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from abacus_ray.storage.location import Location, is_uri, resolve
+from abacus_ray.storage.location import Location, StorageError, is_uri, resolve
+
+MAX_TEXT_BYTES = 16 << 20  # a JSON file of run data (config.json, meta.json, sweep.json): KB, at most MB
+KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+         stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
 
 
 def file_info(loc: Location) -> pafs.FileInfo:
@@ -67,27 +78,100 @@ def find(target, name: str) -> list[Location]:
 
 def not_a_file(target: str | Path | Location, missing: str, what: str) -> OSError:
     """The error for a file that is not where it should be: `TARGET: missing` (e.g. "no such problem file"),
-    or, for a directory in its place, that it is a directory and not `what` (e.g. "a problem file")."""
+    or, for a directory or another kind of file in its place (a FIFO, a device), what it is instead of
+    `what` (e.g. "a problem file")."""
     if is_uri(target) or isinstance(target, Location):
         directory = is_dir(target)
     else:
         directory = Path(target).is_dir()
+        kind = _special_kind(str(target))
+        if kind is not None and not directory:
+            return OSError(f"{target}: {kind}, not {what} (only regular files are read)")
     if directory:
         return IsADirectoryError(f"{target}: is a directory, not {what}")
     return FileNotFoundError(f"{target}: {missing}")
 
 
-def read_bytes(target) -> bytes:
-    loc = resolve(target)
+def _special_kind(path: str) -> str | None:
+    """What a local path is when it exists but is not a regular file or a directory (links followed)."""
     try:
-        with loc.fs.open_input_stream(loc.path) as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise FileNotFoundError(2, "No such file", loc.uri) from None
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def read_text(target) -> str:
-    return read_bytes(target).decode()
+def memory_limit() -> int:
+    """The most bytes one whole-file read may take: half of the memory available on this machine now."""
+    return psutil.virtual_memory().available // 2
+
+
+def _too_big(loc: Location, size: int, limit: int | None) -> StorageError:
+    bound = f"the {limit:,} bytes such a file may hold" if limit is not None else \
+        f"half of this machine's available memory ({memory_limit():,} bytes)"
+    return StorageError(f"{loc.uri}: {size:,} bytes, more than {bound}; not read")
+
+
+def _check_mode(loc: Location, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        what = KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise StorageError(f"{loc.uri}: {what}, not a regular file; only regular files are read as data")
+
+
+def check_regular_file(target, limit: int | None = None) -> int:
+    """The size of `target` if it is a regular file (a link to one is followed) of at most `limit` bytes
+    (None: `memory_limit()`), checked before it is opened; else one `StorageError` line naming it."""
+    loc = resolve(target)
+    if loc.local:
+        try:
+            st = os.stat(loc.path)
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "No such file", loc.uri) from None
+        _check_mode(loc, st.st_mode)
+        size = st.st_size
+    else:
+        info = file_info(loc)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(2, "No such file", loc.uri)
+        if info.type != pafs.FileType.File:
+            raise StorageError(f"{loc.uri}: a directory, not a regular file; only regular files are read as data")
+        size = info.size
+    if size > (memory_limit() if limit is None else limit):
+        raise _too_big(loc, size, limit)
+    return size
+
+
+def read_bytes(target, limit: int | None = None) -> bytes:
+    """A whole regular file of at most `limit` bytes (None: `memory_limit()`); a local file is opened
+    without blocking and checked on its open descriptor, so a FIFO put in its place is never waited on."""
+    loc = resolve(target)
+    bound = memory_limit() if limit is None else limit
+    if loc.local:
+        try:
+            fd = os.open(loc.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "No such file", loc.uri) from None
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            _check_mode(loc, st.st_mode)
+            if st.st_size > bound:
+                raise _too_big(loc, st.st_size, limit)
+            data = fh.read(bound + 1)
+    else:
+        check_regular_file(loc, limit)
+        try:
+            with loc.fs.open_input_stream(loc.path) as fh:
+                data = fh.read(bound + 1)
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "No such file", loc.uri) from None
+    if len(data) > bound:  # it grew after the check
+        raise _too_big(loc, len(data), limit)
+    return data
+
+
+def read_text(target, limit: int = MAX_TEXT_BYTES) -> str:
+    """A whole text file (run data keeps JSON this way), at most `limit` bytes."""
+    return read_bytes(target, limit).decode()
 
 
 def _tmp_sibling(path: str) -> str:
@@ -140,20 +224,47 @@ def copy_file(source: str | Path, target) -> Location:
     return write_bytes(target, read_bytes(source))
 
 
+def check_parquet_file(target) -> int:
+    """`check_regular_file`, and on a local disk the Parquet magic number at both ends (two 4-byte
+    reads), so that a sparse multi-GB file under a part's name is refused before it is read."""
+    loc = resolve(target)
+    size = check_regular_file(loc)
+    if loc.local:
+        with open(loc.path, "rb") as fh:
+            head = fh.read(4)
+            fh.seek(max(size - 4, 0))
+            tail = fh.read(4)
+        if size < 12 or head != b"PAR1" or tail != b"PAR1":
+            raise StorageError(f"{loc.uri}: not a Parquet file ({size:,} bytes without its PAR1 magic number at "
+                               "both ends); not read")
+    return size
+
+
 def read_parquet_schema(target) -> pa.Schema:
     loc = resolve(target)
+    check_parquet_file(loc)
     return pq.read_schema(loc.path, filesystem=loc.fs)
 
 
 def read_parquet(target, columns=None) -> pa.Table:
+    """One Parquet file (a regular file that fits in memory), or every part of a directory of them."""
     loc = resolve(target)
+    if file_info(loc).type == pafs.FileType.Directory:
+        for part in loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True)):
+            if part.type != pafs.FileType.Directory and not posixpath.basename(part.path).startswith((".", "_")):
+                check_parquet_file(loc.at(part.path))
+    else:
+        check_parquet_file(loc)
     return pq.read_table(loc.path, columns=columns, filesystem=loc.fs)
 
 
 def open_parquet(target) -> pq.ParquetFile:
     """One Parquet file read whole (one GET on an object store), its schema and columns then read from
     memory: a reader can check the schema before choosing the columns without a second request."""
-    return pq.ParquetFile(pa.BufferReader(read_bytes(target)))
+    loc = resolve(target)
+    if loc.local:
+        check_parquet_file(loc)
+    return pq.ParquetFile(pa.BufferReader(read_bytes(loc)))
 
 
 def write_parquet(target, table: pa.Table) -> Location:
