@@ -1,8 +1,7 @@
 """Backward passes that write each layer's input gradient into one buffer instead of concatenating.
 
-The eager step's `aten::cat` (6.8 % of its CUDA time on the H100) comes from two backward nodes of
-every layer application, not from input injection (a sum), the Abacus offset (a `where`) or the
-progressive loss (separate calls, summed losses):
+In eager autograd two backward nodes of every layer application concatenate; input injection (a
+sum), the Abacus offset (a `where`) and the progressive loss (separate calls, summed losses) do not:
 
 * the GLU splits its input projection into value and gate (`chunk`): autograd's split backward
   concatenates the two half-width gradients into a new [.., intermediate] tensor;
@@ -14,8 +13,8 @@ Here the GLU's two gradients are computed straight into the halves of one buffer
 input, with the kernels autograd would run (`mul`, `gelu_backward`), and the three attention
 gradients are stacked once, straight into the projection's layout. The results are bit-identical,
 and per layer application one full pass over the GLU's input gradient (its `cat`) and one over the
-QKV gradient (the permuted copy) disappear.
-Compiled code does not take this path: inductor fuses the concatenation into its own kernels.
+QKV gradient (the permuted copy) disappear (their share of a GPU step: docs/performance.md, "The
+GPU path"). Compiled code does not take this path: inductor fuses the concatenations itself.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from torch import Tensor
 
 
 class _GeluGLU(torch.autograd.Function):
-    """value * gelu(gate) over the two halves of `h`; the backward fills one gradient buffer for `h`."""
+    """value * gelu(gate) over the halves of `h`; the backward fills one gradient buffer for `h`."""
 
     @staticmethod
     def forward(ctx, h: Tensor) -> Tensor:
@@ -38,7 +37,8 @@ class _GeluGLU(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor) -> Tensor:
         value, gate, activated = ctx.saved_tensors
-        grad_h = torch.empty(*grad.shape[:-1], 2 * grad.shape[-1], dtype=grad.dtype, device=grad.device)
+        grad_h = torch.empty(*grad.shape[:-1], 2 * grad.shape[-1], dtype=grad.dtype,
+                             device=grad.device)
         grad_value, grad_gate = grad_h.chunk(2, dim=-1)
         torch.mul(grad, activated, out=grad_value)
         torch.ops.aten.gelu_backward.grad_input(grad * value, gate, grad_input=grad_gate)
@@ -57,9 +57,11 @@ class _SplitHeads(torch.autograd.Function):
         return q, k, v
 
     @staticmethod
-    def backward(ctx, grad_q: Tensor | None, grad_k: Tensor | None, grad_v: Tensor | None) -> tuple[Tensor, None]:
+    def backward(ctx, grad_q: Tensor | None, grad_k: Tensor | None,
+                 grad_v: Tensor | None) -> tuple[Tensor, None]:
         some = next(g for g in (grad_q, grad_k, grad_v) if g is not None)
-        grads = [(g if g is not None else torch.zeros_like(some)).transpose(1, 2) for g in (grad_q, grad_k, grad_v)]
+        grads = [(g if g is not None else torch.zeros_like(some)).transpose(1, 2)
+                 for g in (grad_q, grad_k, grad_v)]
         buffer = torch.empty(ctx.shape, dtype=some.dtype, device=some.device)
         torch.stack(grads, dim=2, out=buffer)  # one kernel, straight into [B, S, 3, heads, d]
         b, s = ctx.shape[:2]
@@ -67,7 +69,7 @@ class _SplitHeads(torch.autograd.Function):
 
 
 def _fusable(x: Tensor) -> bool:
-    """Eager autograd only: under torch.compile (or without a graph to build) the plain ops are better."""
+    """Eager autograd only: under torch.compile, or with no graph to build, plain ops are better."""
     return x.requires_grad and torch.is_grad_enabled() and not torch.compiler.is_compiling()
 
 
@@ -80,7 +82,7 @@ def gelu_glu(h: Tensor) -> Tensor:
 
 
 def split_heads(qkv: Tensor, heads: int) -> tuple[Tensor, Tensor, Tensor]:
-    """q, k, v [B, heads, S, head_dim] from a fused [B, S, 3H] projection laid out as [Q; K; V] blocks."""
+    """q, k, v [B, heads, S, head_dim] from a fused [B, S, 3H] projection of [Q; K; V] blocks."""
     if _fusable(qkv):
         return _SplitHeads.apply(qkv, heads)
     b, s, width = qkv.shape

@@ -2,7 +2,7 @@
 
 Under bf16 autocast (the paper's recipe, and `auto` on CUDA) the parameters and the residual stream
 stay fp32 while every matrix product runs in bf16, so each linear casts its input to bf16 and each
-backward casts the gradient back: on the H100 these casts were 14.7 % of the eager step's CUDA time.
+backward casts the gradient back (their share of a GPU step: docs/performance.md, "The GPU path").
 Here the forward and backward run on a bf16 copy of the model instead, its residual adds and
 LayerNorms included (LayerNorm still accumulates in fp32 inside the kernel), and nothing is cast
 inside the recurrent block. The fp32 model stays the master: the optimiser, its AdamW state, the
@@ -28,7 +28,7 @@ from torch import nn
 
 
 class MasterWeights:
-    """A bf16 working copy of an fp32 `master` model, and the gradient and weight traffic between them."""
+    """A bf16 working copy of an fp32 `master` model; moves gradients and weights between them."""
 
     def __init__(self, master: nn.Module, dtype: torch.dtype = torch.bfloat16) -> None:
         self.master = master
