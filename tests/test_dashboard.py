@@ -399,8 +399,9 @@ def test_search_view_counts_each_status_and_escapes_a_hostile_one():
 
     from dashboards.search import search_section
 
-    rows = [{"run": f"s/{r}", "status": st, "params": "{}", "best": 0.5, "last": 0.5, "step": 10, "metric": 0.5}
-            for r, st in (("a", "finished"), ("b", "diverged"), ("c", "stopped"), ("d", "<b>x</b>"))]
+    ends = (("a", "finished"), ("b", "diverged"), ("c", "stopped"), ("d", "<b>x</b>"))
+    rows = [{"run": f"s/{r}", "status": st, "params": "{}", "best": 0.5, "last": 0.5, "step": 10,
+             "metric": 0.5} for r, st in ends]
     text = "".join(str(part) for part in search_section(pd.DataFrame(rows)))
     assert "4 configurations tried (1 finished, 1 stopped, 1 diverged)" in text
     assert "<b>x</b>" not in text and "&lt;b&gt;x&lt;/b&gt;" in text  # the status column, escaped

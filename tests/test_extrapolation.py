@@ -123,7 +123,7 @@ def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
     assert set(cells["run_id"]) == finished and len(cells) == 8 * len(finished)
     assert "stopped early by ASHA" in capsys.readouterr().err
     record = pq.read_table(root / "trials.parquet").to_pandas().set_index("run")["status"]
-    assert record.to_dict() == search.groupby("run")["status"].first().to_dict()  # one status, every table
+    assert record.to_dict() == search.groupby("run")["status"].first().to_dict()  # one status
     page = (root / "dashboard" / sweep_page_name("extrapolation_10x")).read_text()
     assert "4 configurations tried" in page and page.count("layers=") >= 4  # the search view and its table
     assert main(["sweep", "extrapolation_10x", *flags, "--confirm", "--dry-run"]) == 0

@@ -94,7 +94,7 @@ def test_a_missing_place_is_refused_naming_results(tmp_path):
         results_dirs(tmp_path / "file")
 
 
-# --- eval-all: what it scores, and where it looks ----------------------------------------------------------
+# --- eval-all: what it scores, and where it looks --------------------------------------------
 
 def _checkpoint(path: Path, seed: int = 0) -> Path:
     """A tiny checkpoint at `path` (a `step-*` directory); `seed` gives other weights."""
@@ -104,7 +104,8 @@ def _checkpoint(path: Path, seed: int = 0) -> Path:
     from abacus_ray.model.checkpoint import save_checkpoint
     from abacus_ray.model.transformer import ArithmeticTransformer
 
-    cfg = preset("tiny", ["model.hidden=16", "model.intermediate=32", "model.heads=2", "model.layers=1"])
+    cfg = preset("tiny", ["model.hidden=16", "model.intermediate=32", "model.heads=2",
+                          "model.layers=1"])
     torch.manual_seed(seed)
     save_checkpoint(path, ArithmeticTransformer.for_experiment(cfg), cfg,
                     {"step": 1, "samples": 64, "device_hours": 0.0, "micro_index": 1, "tokens": 100,
@@ -131,8 +132,8 @@ def test_eval_all_never_looks_above_the_place_it_was_given(tmp_path, capsys, no_
     synthetic_results(evals / "a", [("x/y", [])], SQUARE, per_cell=20)
     assert _places(evals / "a") == [(evals / "a", evals / "a")]
     assert main(["eval-all", str(evals / "a")]) == 2
-    assert capsys.readouterr().err.strip() == f"abacus-ray eval-all: error: RESULTS: no checkpoints to score under " \
-                                              f"{evals / 'a'}"
+    assert capsys.readouterr().err.strip() == (
+        f"abacus-ray eval-all: error: RESULTS: no checkpoints to score under {evals / 'a'}")
 
 
 def test_eval_all_scores_what_the_sweep_scored(tmp_path, capsys, no_ray):
@@ -144,18 +145,21 @@ def test_eval_all_scores_what_the_sweep_scored(tmp_path, capsys, no_ray):
         _checkpoint(sweep / "train" / f"train-{t}" / "step-000000001")
     assert main(["eval-all", str(sweep)]) == 2  # a sweep that never wrote its trial record
     assert capsys.readouterr().err.strip() == (
-        f"abacus-ray eval-all: error: {sweep / 'trials.parquet'}: no trial record: a sweep writes it when its "
-        "trials end; rerun the sweep's command to finish it, then eval-all")
-    statuses = dict(zip("abcd", trial_status.STATUSES, strict=True))  # a finished, b stopped, c diverged, d error
+        f"abacus-ray eval-all: error: {sweep / 'trials.parquet'}: no trial record: a sweep writes "
+        "it when its trials end; rerun the sweep's command to finish it, then eval-all")
+    # a finished, b stopped, c diverged, d error
+    statuses = dict(zip("abcd", trial_status.STATUSES, strict=True))
     storage.write_parquet(sweep / trial_status.TRIALS_FILE, trial_status.record_table(
-        {"run": f"s/{t}", "status": st, "checkpoint": f"train/train-{t}/step-000000001"} for t, st in statuses.items()))
+        {"run": f"s/{t}", "status": st, "checkpoint": f"train/train-{t}/step-000000001"}
+        for t, st in statuses.items()))
     assert _eval_all_models(sweep) == [["train/train-a/step-000000001"]]
-    assert _eval_all_models(sweep / "results", base=sweep) == [["train/train-a/step-000000001"]]  # its own sweep's
-    assert evaluation_places(sweep / "results") == [EvaluationPlace(storage.resolve(sweep), storage.resolve(
-        sweep / "results"), sweep=True)]
+    # a results directory: its own sweep's
+    assert _eval_all_models(sweep / "results", base=sweep) == [["train/train-a/step-000000001"]]
+    assert evaluation_places(sweep / "results") == [
+        EvaluationPlace(storage.resolve(sweep), storage.resolve(sweep / "results"), sweep=True)]
     assert _eval_all_models(sweep, "--include", "diverged,error") == [
         [f"train/train-{t}/step-000000001" for t in "acd"]]
-    assert _eval_all_models(tmp_path) == [["s/train/train-a/step-000000001"]]  # a storage root: per sweep
+    assert _eval_all_models(tmp_path) == [["s/train/train-a/step-000000001"]]  # a storage root
 
 
 def test_eval_all_names_results_not_out_when_no_out_was_given(tmp_path, capsys, no_ray):
@@ -163,7 +167,8 @@ def test_eval_all_names_results_not_out_when_no_out_was_given(tmp_path, capsys, 
     (tmp_path / "runs" / "results").write_text("not a directory")
     assert main(["eval-all", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"abacus-ray eval-all: error: RESULTS: {tmp_path / 'runs' / 'results'}"), err
+    assert err.startswith(
+        f"abacus-ray eval-all: error: RESULTS: {tmp_path / 'runs' / 'results'}"), err
 
 
 def test_eval_all_scores_two_copies_of_one_run_once_and_ends_a_link_loop(tmp_path, capsys):
@@ -177,7 +182,7 @@ def test_eval_all_scores_two_copies_of_one_run_once_and_ends_a_link_loop(tmp_pat
     _checkpoint(runs / "c" / "step-000000001", seed=1)
     models = find_models(runs)
     assert models == [runs / r / "step-000000001" for r in "abc"]
-    assert checked_models(models, runs / "results") == [runs / "a" / "step-000000001", runs / "c" / "step-000000001"]
+    assert checked_models(models, runs / "results") == [runs / r / "step-000000001" for r in "ac"]
     assert "1 checkpoint(s) for" in capsys.readouterr().err
     (runs / "loop").mkdir()
     for name in ("up", "up2"):  # two links back up: a recursive listing would branch at every level
@@ -186,7 +191,7 @@ def test_eval_all_scores_two_copies_of_one_run_once_and_ends_a_link_loop(tmp_pat
 
 
 def _rewrite_parts(results: Path, **columns) -> None:
-    """Every part of `results` with the given columns set to one value (a hand-edited, hostile part)."""
+    """Every part of `results` with the given columns set to one value (a hostile, edited part)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -194,7 +199,8 @@ def _rewrite_parts(results: Path, **columns) -> None:
         t = pq.read_table(part)
         for name, value in columns.items():
             col = t.column(name)
-            t = t.set_column(t.schema.get_field_index(name), name, pa.array([value] * len(col), col.type))
+            column = pa.array([value] * len(col), col.type)
+            t = t.set_column(t.schema.get_field_index(name), name, column)
         pq.write_table(t, part)
 
 
@@ -224,3 +230,31 @@ def test_an_evaluated_block_whose_every_cell_another_writer_wrote_is_dropped_who
     assert _fresh(block, KeyIndex(tmp_path / "r")).num_rows == 0
     (tmp_path / "other").mkdir()
     assert _fresh(block, KeyIndex(tmp_path / "other")).num_rows == block.num_rows
+
+
+@pytest.mark.parametrize("kind", ["garbage", "sparse", "fifo", "foreign", "outside"])
+def test_eval_all_refuses_a_bad_trial_record_naming_it(kind, tmp_path, capsys, no_ray):
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from abacus_ray import trial_status
+
+    sweep = write_sweep(tmp_path, "s")
+    record = sweep / "trials.parquet"
+    if kind == "garbage":
+        record.write_bytes(b"PAR1 not a parquet file")
+    elif kind == "sparse":  # 4 GB that takes no disk: its size is refused before it is read
+        with open(record, "wb") as f:
+            f.truncate(4 << 30)
+    elif kind == "fifo":  # reading it would block forever
+        os.mkfifo(record)
+    elif kind == "foreign":
+        pq.write_table(pa.table({"x": [1]}), record)
+    else:
+        row = {"run": "s/a", "status": "finished", "checkpoint": "../../elsewhere/step-000000001"}
+        pq.write_table(trial_status.record_table([row]), record)
+    assert main(["eval-all", str(sweep)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"abacus-ray eval-all: error: {record}: ") and "\n" not in err, err

@@ -101,7 +101,7 @@ def test_the_closing_line_names_each_failed_trial_and_why():
 
 
 def _check_statuses(root: Path, want: dict[str, str], scored: str) -> None:
-    """The trial record, the timeline and eval-all agree with the closing line on each trial's status."""
+    """The trial record, the timeline and eval-all agree with the closing line on each status."""
     from abacus_ray import storage
     from abacus_ray.cli.eval_all import sweep_models
     from abacus_ray.trial_status import parse_include
@@ -109,8 +109,10 @@ def _check_statuses(root: Path, want: dict[str, str], scored: str) -> None:
     record = pq.read_table(root / "trials.parquet").to_pylist()
     assert {r["run"]: r["status"] for r in record} == want
     timeline = {r["run"]: r["status"] for r in pq.read_table(root / "cluster.parquet").to_pylist()}
-    assert {k: v for k, v in want.items() if k in timeline} == timeline and "diverged" in timeline.values()
-    assert sweep_models(storage.resolve(root), parse_include(None)) == [Path(scored)]  # what the sweep scored
+    assert {k: v for k, v in want.items() if k in timeline} == timeline
+    assert "diverged" in timeline.values()
+    # what the sweep scored
+    assert sweep_models(storage.resolve(root), parse_include(None)) == [Path(scored)]
     more = sweep_models(storage.resolve(root), parse_include("stopped,diverged,error"))
     assert Path(scored) in more and all(p.is_dir() for p in more)
 
@@ -177,8 +179,8 @@ def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_loc
     line = failure_line("fig10_k", 3, failures)
     assert f"1 of 3 trial(s) diverged (loss not finite; not scored): {spoiled.name} (diverged at step" in line
     assert spoiled.name not in line.split("diverged (loss")[0]  # not among those a rerun retries
-    _check_statuses(tmp_path / "fig10_k", {doomed: "error", other: "finished", spoiled.name: "diverged"},
-                    finished[0][0].checkpoint)
+    want = {doomed: "error", other: "finished", spoiled.name: "diverged"}
+    _check_statuses(tmp_path / "fig10_k", want, finished[0][0].checkpoint)
 
     client = _client(tmp_path / "fig10_k")
     runs = {r.data.tags["abacus_run"]: r for r in client.search_runs(
@@ -190,17 +192,18 @@ def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_loc
 
 
 def test_runs_left_running_are_ended_past_the_first_page(tmp_path, monkeypatch):
-    """MLflow answers a search one page at a time (1,000 runs a page); pages of 2 here, so that five runs
-    stand for a sweep of more than 1,000 trials."""
+    """MLflow answers a search one page at a time (1,000 runs a page); pages of 2 here, so that
+    five runs stand for a sweep of more than 1,000 trials."""
     import mlflow
 
     from abacus_ray.cluster.tracking import RUN_TAG, close_runs
 
     search = mlflow.tracking.MlflowClient.search_runs
 
-    def small_pages(self, experiment_ids, filter_string="", run_view_type=1, max_results=1000, order_by=None,
-                    page_token=None):
-        return search(self, experiment_ids, filter_string, run_view_type, min(max_results, 2), order_by, page_token)
+    def small_pages(self, experiment_ids, filter_string="", run_view_type=1, max_results=1000,
+                    order_by=None, page_token=None):
+        return search(self, experiment_ids, filter_string, run_view_type, min(max_results, 2),
+                      order_by, page_token)
 
     root = tmp_path / "s"
     exp = _experiment(root, "s")

@@ -22,7 +22,8 @@ def test_each_ending_has_its_status():
     assert trial_status.status(None, errored=False) == STOPPED  # never reported: interrupted
     # a diverged run's final report is `final` too: it is diverged, never finished
     assert trial_status.status({"final": True, "diverged_at_step": 7}, errored=False) == DIVERGED
-    assert trial_status.status({"final": True, "diverged_at_step": float("nan")}, errored=False) == FINISHED
+    nan = float("nan")  # a column of a report history, absent from this report
+    assert trial_status.status({"final": True, "diverged_at_step": nan}, errored=False) == FINISHED
     assert trial_status.status({"final": True}, errored=True) == ERROR
     assert trial_status.status({}, errored=True) == ERROR
 
@@ -31,16 +32,17 @@ def test_include_takes_a_comma_list_of_statuses():
     assert trial_status.parse_include(None) == {FINISHED}
     assert trial_status.parse_include("diverged, stopped") == {FINISHED, DIVERGED, STOPPED}
     for bad in ("", " , ", "all", "finished,oops"):
-        with pytest.raises(ValueError, match=r"^--include: .* is not a trial status; give a comma list of "
-                                             r"stopped, diverged, error$"):
+        with pytest.raises(ValueError, match=r"^--include: .* is not a trial status; give a comma "
+                                             r"list of stopped, diverged, error$"):
             trial_status.parse_include(bad)
 
 
 def _result(root, run: str, probe: float, *, error=None, **last) -> Result:
     """A trial's Tune result: two probe reports, the last with `last` in it."""
     trial_id = run[-1]
-    base = {"config": {"run": run}, "trial_id": trial_id, "node_id": "n1", "pid": 1, "started_at": 1.0,
-            "reported_at": 2.0, "checkpoint_path": str(root / "train" / f"train-{trial_id}" / "step-000000010")}
+    checkpoint = root / "train" / f"train-{trial_id}" / "step-000000010"
+    base = {"config": {"run": run}, "trial_id": trial_id, "node_id": "n1", "pid": 1,
+            "started_at": 1.0, "reported_at": 2.0, "checkpoint_path": str(checkpoint)}
     reports = [{**base, "step": 5, "probe": 0.1, "loss": 1.0, "final": False},
                {**base, "step": 10, "probe": probe, "loss": 0.5, **last}]
     return Result(metrics=reports[-1], checkpoint=None, error=error, path=str(root / "tune" / run),
@@ -49,7 +51,7 @@ def _result(root, run: str, probe: float, *, error=None, **last) -> Result:
 
 @pytest.fixture
 def grid(tmp_path):
-    """A search's four endings; the diverged trial has the best probe, the finished one the second."""
+    """A search's four endings; the diverged trial has the best probe, the finished one next."""
     root = tmp_path / "s"
     return root, [_result(root, "s/a", 0.6, final=True),
                   _result(root, "s/b", 0.3, final=False),
@@ -86,15 +88,19 @@ def test_the_trial_record_lists_what_a_sweep_scored(grid):
 
     root, results = grid
     loc = storage.resolve(root)
-    written = write_trial_record(loc, _collect(results, loc, {r.config["run"]: preset("tiny") for r in results}))
+    configs = {r.config["run"]: preset("tiny") for r in results}
+    written = write_trial_record(loc, _collect(results, loc, configs))
     record = storage.read_parquet(written)
-    assert trial_status.checkpoints_to_score(record, frozenset({FINISHED}), "t") == ["train/train-a/step-000000010"]
-    more = trial_status.checkpoints_to_score(record, trial_status.parse_include("diverged,error"), "t")
+    scored = trial_status.checkpoints_to_score(record, frozenset({FINISHED}), "t")
+    assert scored == ["train/train-a/step-000000010"]
+    include = trial_status.parse_include("diverged,error")
+    more = trial_status.checkpoints_to_score(record, include, "t")
     assert more == [f"train/train-{x}/step-000000010" for x in "acd"]
 
 
 @pytest.mark.parametrize("path", ["/etc", "../other/train/x", "train/../../x", "s3://bucket/x"])
 def test_a_record_naming_a_place_outside_its_sweep_is_refused(path):
     record = trial_status.record_table([{"run": "s/a", "status": FINISHED, "checkpoint": path}])
-    with pytest.raises(ValueError, match=r"^where: checkpoint .* is not inside the sweep's directory$"):
+    with pytest.raises(ValueError, match=r"^where: checkpoint .* is not inside the sweep's "
+                                         r"directory$"):
         trial_status.checkpoints_to_score(record, frozenset({FINISHED}), "where")
