@@ -3,8 +3,8 @@
 A figure's module in `abacus_ray/figures/` (or a sweep file of one's own) declares one `Sweep` whose
 caption is the figure's; `Sweep.expand` turns it into `Trial`s once, each holding its fully resolved
 `ExperimentConfig` (name = the run's name, eval grids = the figure's). Those objects are what
-`abacus-ray sweep --dry-run` prints, what the Ray layer trains (`cluster/driver.py`) and evaluates, and
-what `sweep.json` records. Pure: no Ray here.
+`abacus-ray sweep --dry-run` prints, what the Ray layer trains (`cluster/driver.py`) and evaluates,
+and what `sweep.json` records. Pure: no Ray here.
 The `tiny` preset scales a figure down to CPU-minutes while keeping its axes.
 """
 
@@ -23,18 +23,18 @@ from abacus_ray.config.dicts import flatten
 from abacus_ray.seeds import search_rng
 
 # Trials one sweep command may expand to: 10x the largest paper figure's (fig9_data_size, 108 on the
-# paper preset). Every trial is a Tune trial with its own directory, checkpoints and MLflow run, and the
-# expansion builds each config (about a millisecond each): the bound keeps `--dry-run` within seconds.
+# paper preset). Every trial is a Tune trial with its own directory, checkpoints and MLflow run, and
+# the expansion builds and validates every config, so the bound also keeps `--dry-run` quick.
 MAX_TRIALS = 1_000
-SEARCH_FILE = "search.parquet"  # a search's reports, beside the sweep's results/ (cluster/search.py)
-# The trial timeline (where and when each trial ran, cluster/timeline.py), beside results/; the file keeps
-# its first name so that results written before read the same.
+SEARCH_FILE = "search.parquet"  # a search's reports, beside results/ (cluster/search.py)
+# The trial timeline (where and when each trial ran, cluster/timeline.py), beside results/, under
+# the name existing sweeps hold it by.
 TIMELINE_FILE = "cluster.parquet"
 
 
 @dataclass(frozen=True)
 class Flag:
-    """A figure-specific command-line flag that sets (or, given a comma list, sweeps) one config key."""
+    """A figure's own command-line flag: sets (or, given a comma list, sweeps) one config key."""
 
     name: str  # e.g. "--positions"
     key: str  # e.g. "model.positions"
@@ -45,12 +45,13 @@ class Flag:
 class Search:
     """Search the axes instead of training their whole cross product (figures/extrapolation_10x.py).
 
-    A random search: `pick` draws `samples` distinct points of the expanded cross product (the points
-    of `first` before any random one, then a seeded shuffle), which Tune runs in that order, and Ray
-    Tune's ASHA scheduler stops the weaker trials at the step rungs grace_steps x reduction^i, ranked by
-    `metric`, a number every training report carries (the probe, `evaluation/probe.py`). Trials that run
-    to the end of their budget are evaluated on the figure's grids. `--confirm` then retrains the best
-    point with `confirm_seeds` seeds for each value of the `compare` axes (e.g. the offset draw).
+    A random search: `pick` draws `samples` distinct points of the expanded cross product (the
+    points of `first` before any random one, then a seeded shuffle), which Tune runs in that order,
+    and Ray Tune's ASHA scheduler stops the weaker trials at the step rungs
+    grace_steps x reduction^i, ranked by `metric`, a number every training report carries (the
+    probe, `evaluation/probe.py`). Trials that run to the end of their budget are evaluated on the
+    figure's grids. `--confirm` then retrains the best point with `confirm_seeds` seeds for each
+    value of the `compare` axes (e.g. the offset draw).
     """
 
     samples: int
@@ -63,16 +64,17 @@ class Search:
     confirm_seeds: int = 3
 
     def pick(self, pool: list[Trial]) -> list[Trial]:
-        """The trials to run, in order: those matching a `first` point, then a seeded random sample."""
+        """The trials to run, in order: those matching a `first` point, then a seeded sample."""
         if self.samples < 1 or self.grace_steps < 1 or self.reduction < 2:
-            raise ValueError(f"search: needs samples >= 1, grace_steps >= 1, reduction >= 2, got {self}")
+            raise ValueError("search: needs samples >= 1, grace_steps >= 1, reduction >= 2, "
+                             f"got {self}")
         # ASHA stops a trial by ending its Tune actor. A TorchTrainer's worker group then keeps its
         # placement group: Ray Train's cleaner of orphaned groups needs the dashboard's state API,
-        # which the embedded Ray does not start (measured: two stopped trials held 1.96 of 2 CPUs).
+        # which the embedded Ray does not start (docs/log.md, 2026-11-24).
         if any(t.config.cluster.trainer != "function" for t in pool):
-            raise ValueError("cluster.trainer: a search stops trials early, so its trials run in their Tune "
-                             "trial (cluster.trainer=function, one worker each); a stopped TorchTrainer would "
-                             "keep its workers' resources")
+            raise ValueError("cluster.trainer: a search stops trials early, so its trials run in "
+                             "their Tune trial (cluster.trainer=function, one worker each); a "
+                             "stopped TorchTrainer would keep its workers' resources")
         chosen: list[Trial] = []
         taken: set[str] = set()
         for point in self.first:
@@ -90,7 +92,7 @@ class Search:
 
 @dataclass(frozen=True)
 class Scale:
-    """What one preset changes: overrides on top of the sweep's `base`, axis values, seeds, grids."""
+    """What one preset changes: overrides on the sweep's `base`, axis values, seeds, grids."""
 
     overrides: dict[str, Any] = field(default_factory=dict)
     axes: dict[str, list[Any]] | None = None
@@ -106,7 +108,8 @@ class Trial:
     """One point of a sweep: its resolved config and the swept values Tune shows for it."""
 
     config: ExperimentConfig  # `name` is the run's name, e.g. fig10_k/max_k=25_seed=0
-    params: dict[str, Any]  # swept key -> resolved value (Tune's param space, the status table's columns)
+    # swept key -> resolved value (Tune's param space, the status table's columns)
+    params: dict[str, Any]
 
     @property
     def name(self) -> str:
@@ -119,10 +122,12 @@ class Sweep:
     caption: str
     base: dict[str, Any]  # overrides every trial shares (paper values)
     axes: dict[str, list[Any]] = field(default_factory=dict)  # full cross product
-    variants: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # explicit alternatives (e.g. L x R)
+    # explicit alternatives (e.g. L x R)
+    variants: list[dict[str, Any]] = field(default_factory=lambda: [{}])
     seeds: int = 3
     grids: tuple[str, ...] | None = None  # evaluation grids (set as eval.grids); None: the preset's
-    eval_recurrences: tuple[int, ...] = ()  # test-time recurrences to score (empty: the model's own)
+    # test-time recurrences to score (empty: the model's own)
+    eval_recurrences: tuple[int, ...] = ()
     tiny: Scale = field(default_factory=Scale)
     paper: Scale = field(default_factory=Scale)
     flags: tuple[Flag, ...] = ()
@@ -136,33 +141,38 @@ class Sweep:
         return s.search if s.search is not None else self.search
 
     def confirmation(self, preset_name: str, best: dict[str, Any]) -> Sweep:
-        """The sweep that retrains the search's `best` point (swept key -> value) with `confirm_seeds`
-        seeds for every value of the search's `compare` axes, as a plain sweep `NAME_confirm`."""
+        """The sweep that retrains the search's `best` point (swept key -> value) with
+        `confirm_seeds` seeds for every value of the search's `compare` axes, as a plain sweep
+        `NAME_confirm`."""
         search = self.search_for(preset_name)
         if search is None:
             raise ValueError(f"--confirm: sweep {self.name} has no search to confirm")
         s = self.scale(preset_name)
         fixed = {k: v for k, v in best.items() if k not in search.compare and k != "seed"}
-        scale = dataclasses.replace(s, overrides={**s.overrides, **fixed}, axes=dict(search.compare), variants=None,
+        scale = dataclasses.replace(s, overrides={**s.overrides, **fixed},
+                                    axes=dict(search.compare), variants=None,
                                     seeds=search.confirm_seeds, search=None)
-        return dataclasses.replace(self, name=f"{self.name}_confirm", axes={}, variants=[{}], search=None,
-                                   **{preset_name: scale})
+        return dataclasses.replace(self, name=f"{self.name}_confirm", axes={}, variants=[{}],
+                                   search=None, **{preset_name: scale})
 
     def eval_recurrences_for(self, preset_name: str) -> tuple[int, ...]:
         s = self.scale(preset_name)
         return s.eval_recurrences if s.eval_recurrences is not None else self.eval_recurrences
 
-    def expand(self, preset_name: str, *, seeds: int | None = None, overrides: dict[str, Any] | None = None,
-               axes: dict[str, list[Any]] | None = None, grids: tuple[str, ...] | None = None) -> list[Trial]:
-        """Every trial of the sweep: variants x axes x seeds, each config built (and so validated) once.
+    def expand(self, preset_name: str, *, seeds: int | None = None,
+               overrides: dict[str, Any] | None = None, axes: dict[str, list[Any]] | None = None,
+               grids: tuple[str, ...] | None = None) -> list[Trial]:
+        """Every trial of the sweep: variants x axes x seeds, each config built (so validated) once.
 
-        `overrides` apply to every trial (`--set`, `--budget-hours`); `axes` replace or add axes (figure
-        flags such as `--positions fire,nope`); `grids` replace the figure's evaluation grids.
+        `overrides` apply to every trial (`--set`, `--budget-hours`); `axes` replace or add axes
+        (figure flags such as `--positions fire,nope`); `grids` replace the figure's evaluation
+        grids.
         """
         s = self.scale(preset_name)
         base = {**self.base, **s.overrides}
         all_axes = {**(s.axes if s.axes is not None else self.axes), **(axes or {})}
-        all_axes = {k: v for k, v in all_axes.items() if k not in (overrides or {})}  # `--set` pins an axis
+        # `--set` pins an axis
+        all_axes = {k: v for k, v in all_axes.items() if k not in (overrides or {})}
         variants = s.variants if s.variants is not None else self.variants
         n_seeds = seeds if seeds is not None else s.seeds if s.seeds is not None else self.seeds
         if n_seeds < 1:
@@ -170,27 +180,32 @@ class Sweep:
         grids = grids or (s.grids if s.grids is not None else self.grids)
         keys = list(all_axes)
         _check_trial_count(len(variants), [len(all_axes[k]) for k in keys], n_seeds)
-        points = [{**base, **variant, **dict(zip(keys, values, strict=True)), "seed": seed, **(overrides or {})}
-                  for variant in variants for values in itertools.product(*(all_axes[k] for k in keys))
+        points = [{**base, **variant, **dict(zip(keys, values, strict=True)), "seed": seed,
+                   **(overrides or {})}
+                  for variant in variants
+                  for values in itertools.product(*(all_axes[k] for k in keys))
                   for seed in range(n_seeds)]
         swept = swept_keys(points)
         configs: list[ExperimentConfig] = []
         for point in points:
-            cfg = preset(preset_name, point if grids is None else {**point, "eval.grids": list(grids)})
+            cfg = preset(preset_name,
+                         point if grids is None else {**point, "eval.grids": list(grids)})
             configs.append(cfg.replace(name=f"{self.name}/{trial_name(point, swept)}"))
         configs = list(dict.fromkeys(configs))  # variants that `--set` made equal run once
         flat = [flatten(c.to_dict()) for c in configs]
-        shown = [k for k in flat[0] if k != "name" and len({repr(f[k]) for f in flat}) > 1] if flat else []
+        shown = ([k for k in flat[0] if k != "name" and len({repr(f[k]) for f in flat}) > 1]
+                 if flat else [])
         return [Trial(c, {k: f[k] for k in shown}) for c, f in zip(configs, flat, strict=True)]
 
 
 def _check_trial_count(variants: int, axis_sizes: list[int], seeds: int) -> None:
-    """Refuse a cross product beyond MAX_TRIALS before any of it is built, naming what makes it big."""
+    """Refuse a cross product beyond MAX_TRIALS before any of it is built, naming its cause."""
     points = variants * math.prod(axis_sizes)
     if points * seeds > MAX_TRIALS:
         culprit = "--seeds" if seeds > 1 and points <= MAX_TRIALS else "the sweep's axes"
-        raise ValueError(f"{culprit}: {points:,} configurations x {seeds:,} seeds = {points * seeds:,} trials, beyond "
-                         f"the bound of {MAX_TRIALS:,} trials per sweep")
+        raise ValueError(f"{culprit}: {points:,} configurations x {seeds:,} seeds = "
+                         f"{points * seeds:,} trials, beyond the bound of {MAX_TRIALS:,} trials "
+                         "per sweep")
 
 
 def best_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -198,13 +213,14 @@ def best_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
     (cluster/search.py): the highest last probe, ties to the earlier-run trial."""
     finished = [r for r in rows if r["status"] == trial_status.FINISHED and r["last"] is not None]
     if not finished:
-        raise ValueError("search.parquet: no trial of the search ran its whole budget; nothing to confirm")
+        raise ValueError("search.parquet: no trial of the search ran its whole budget; "
+                         "nothing to confirm")
     best = max(enumerate(finished), key=lambda ir: (ir[1]["last"], -ir[0]))[1]
     return json.loads(best["params"])
 
 
 def single(name: str, preset_name: str, overrides: dict[str, Any]) -> list[Trial]:
-    """A one-trial sweep (`NAME/base`) from a preset and overrides: tests, benchmarks, ad-hoc runs."""
+    """A one-trial sweep (`NAME/base`) from a preset and overrides: tests, benchmarks, one-offs."""
     return Sweep(name=name, caption=name, base={}, seeds=1).expand(preset_name, overrides=overrides)
 
 

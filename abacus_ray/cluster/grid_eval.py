@@ -1,11 +1,12 @@
 """Grid evaluation on Ray Data: (checkpoint x cell batches) -> evaluator actors -> Parquet parts.
 
-The caller plans small work items first (`evaluation.work.work_items`: a checkpoint and ~a few seconds'
-worth of cells, only the cells whose results key is missing), Ray Data hands them to actor pools that pull items as they finish
-(fast actors take more), each actor keeps its last models loaded, and the driver writes every
-returned block as an atomic Parquet part. On a cluster with GPUs a GPU pool and a CPU pool run side
-by side; items are split between them by their forward FLOPs and each pool's speed (`split_by_speed`),
-and each pool balances its own actors dynamically. A GPU actor falls back to the CPU where CUDA is absent (a fake GPU slot in tests).
+The caller plans small work items first (`evaluation.work.work_items`: a checkpoint and a few
+seconds' worth of cells, only the cells whose results key is missing), Ray Data hands them to actor
+pools that pull items as they finish (fast actors take more), each actor keeps its last models
+loaded, and the driver writes every returned block as an atomic Parquet part. On a cluster with
+GPUs a GPU pool and a CPU pool run side by side; items are split between them by their forward
+FLOPs and each pool's speed (`split_by_speed`), and each pool balances its own actors dynamically.
+A GPU actor falls back to the CPU where CUDA is absent (a fake GPU slot in tests).
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ from ray.util.annotations import RayDeprecationWarning
 from abacus_ray.cluster.placement import eval_pools
 from abacus_ray.config import EvalConfig
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.results import KEY, KeyIndex, first_per_key, key_of, rows_table, write_part
+from abacus_ray.evaluation.results import (
+    KEY,
+    KeyIndex,
+    first_per_key,
+    key_of,
+    rows_table,
+    write_part,
+)
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.evaluation.work import WorkItems
 from abacus_ray.model.checkpoint import load_checkpoint
@@ -37,19 +45,22 @@ from abacus_ray.storage import Location
 
 # `max_restarts` (below) has no named parameter in Ray 2.60's map_batches, only the deprecated
 # remote-args route, whose warning is not about the user's run.
-warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated", category=RayDeprecationWarning)
+warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated",
+                        category=RayDeprecationWarning)
 
-# An evaluator actor's speed, for the split between the pools: forward FLOP/s and a fixed cost per cell.
-# GPU: the H100's, 153 TFLOP/s on the paper's 8 x 2 under autocast and ~190 in bf16-pure
-# (docs/performance.md); slower GPUs leave the CPUs a little less than they could take, which costs
-# little, where an underestimate hands CPU actors cells that run long after the GPUs are done.
-# CPU (one core, fp32): 41-56 GFLOP/s measured on the project's 2-core EPYC VM (tiny and 8 x 2).
+# An evaluator actor's speed, for the split between the pools: forward FLOP/s, as measured
+# (docs/performance.md, "The GPU path"), and a fixed cost per cell. GPU: an H100's on the paper's
+# 8 x 2; a slower GPU then leaves the CPUs a little less than they could take, which costs little,
+# where an underestimate hands CPU actors cells that run long after the GPUs are done. CPU: one
+# core in fp32.
 GPU_ACTOR_FLOPS, GPU_CELL_S = 150e12, 0.005
 CPU_ACTOR_FLOPS, CPU_CELL_S = 40e9, 0.001
-CPU_MARGIN = 2.0  # a CPU actor takes an item only if it would end in half the GPU pool's time: a late GPU pool costs little
+# A CPU actor takes an item only if it would end within half the GPU pool's time: a GPU pool that
+# ends late costs little.
+CPU_MARGIN = 2.0
 ATTEMPTS = 5  # Ray Data runs of one evaluation: the first, then after lost nodes
 RETRY_WAIT_S = 5.0  # before a rerun: the GCS needs seconds to mark a killed node dead, and a pool
-# sized while it still counts that node places an actor there that dies at once (measured)
+# sized while it still counts that node places an actor there that dies at once
 
 
 @dataclass
@@ -96,34 +107,39 @@ class CellEvaluator:
         return rows_table(rows)
 
 
-def _datasets(items: list[dict[str, Any]], eval_cfg: EvalConfig, cpu_actors: int | None, gpu_actors: int | None):
-    """The items as one Ray Data pipeline: a GPU actor pool and a CPU actor pool sized to the live nodes."""
+def _datasets(items: list[dict[str, Any]], eval_cfg: EvalConfig, cpu_actors: int | None,
+              gpu_actors: int | None):
+    """The items as one Ray Data pipeline: a GPU and a CPU actor pool sized to the live nodes."""
     n_gpu, n_cpu = eval_pools(len(items), cpu_actors, gpu_actors)
     gpu_items, cpu_items = split_by_speed(items, n_gpu, n_cpu)
-    # An actor is not restarted (max_restarts=0): on a lost node it could only wait for resources that
-    # are gone. Its items fail instead, and `evaluate_on_ray` runs what is missing on the nodes left.
+    # An actor is not restarted (max_restarts=0): on a lost node it could only wait for resources
+    # that are gone. Its items fail instead; `evaluate_on_ray` reruns the missing cells elsewhere.
     outputs = []
-    if gpu_items:
-        outputs.append(ray.data.from_items(gpu_items, override_num_blocks=len(gpu_items)).map_batches(
-            CellEvaluator, fn_constructor_args=("gpu", eval_cfg), batch_size=1, batch_format="pyarrow",
-            num_gpus=1, num_cpus=0, max_restarts=0,
-            compute=ray.data.ActorPoolStrategy(size=min(n_gpu, len(gpu_items)))))  # RAY: GPU pool
-    if cpu_items:
-        outputs.append(ray.data.from_items(cpu_items, override_num_blocks=len(cpu_items)).map_batches(
-            CellEvaluator, fn_constructor_args=("cpu", eval_cfg), batch_size=1, batch_format="pyarrow",
-            num_cpus=1, max_restarts=0,
-            compute=ray.data.ActorPoolStrategy(size=min(max(n_cpu, 1), len(cpu_items)))))  # RAY: CPU pool
+    if gpu_items:  # RAY: GPU pool
+        gpu_data = ray.data.from_items(gpu_items, override_num_blocks=len(gpu_items))
+        outputs.append(gpu_data.map_batches(
+            CellEvaluator, fn_constructor_args=("gpu", eval_cfg), batch_size=1,
+            batch_format="pyarrow", num_gpus=1, num_cpus=0, max_restarts=0,
+            compute=ray.data.ActorPoolStrategy(size=min(n_gpu, len(gpu_items)))))
+    if cpu_items:  # RAY: CPU pool
+        cpu_data = ray.data.from_items(cpu_items, override_num_blocks=len(cpu_items))
+        outputs.append(cpu_data.map_batches(
+            CellEvaluator, fn_constructor_args=("cpu", eval_cfg), batch_size=1,
+            batch_format="pyarrow", num_cpus=1, max_restarts=0,
+            compute=ray.data.ActorPoolStrategy(size=min(max(n_cpu, 1), len(cpu_items)))))
     return outputs[0] if len(outputs) == 1 else outputs[0].union(*outputs[1:])
 
 
-def split_by_speed(items: list[dict[str, Any]], n_gpu: int, n_cpu: int) -> tuple[list[dict], list[dict]]:
-    """(GPU pool's items, CPU pool's items): largest first, each to the GPU pool unless the CPU pool would
-    end in half the GPU pool's time with it (its work over its actors, or that one item if longer).
+def split_by_speed(items: list[dict[str, Any]], n_gpu: int,
+                   n_cpu: int) -> tuple[list[dict], list[dict]]:
+    """(GPU pool's items, CPU pool's items): largest first, each to the GPU pool unless the CPU pool
+    would end in half the GPU pool's time with it (its work over its actors, or that one item if
+    longer).
 
-    The split is static because the pools are separate Ray Data operators. It must know the model: a
-    CPU core is ~3,000x slower than an H100 on the paper's 8 x 2 but only ~20x on the tiny preset, and
-    a fixed ratio of 20 once gave 43 % of an 8 x 2's cells to CPU actors, still running minutes after
-    the GPU had finished (docs/performance.md, "The GPU path").
+    The split is static because the pools are separate Ray Data operators. It must know the model:
+    the speed ratio of a GPU to a CPU core grows with the model's size, so a fixed ratio hands the
+    CPU actors cells of a large model that run long after the GPU is done (docs/performance.md,
+    "The GPU path").
     """
     if not n_gpu or not n_cpu:
         return (items, []) if n_gpu else ([], items)
@@ -133,7 +149,8 @@ def split_by_speed(items: list[dict[str, Any]], n_gpu: int, n_cpu: int) -> tuple
     for item in sorted(items, key=lambda it: it["flops"], reverse=True):
         on_gpu = len(item["i"]) * GPU_CELL_S + item["flops"] / GPU_ACTOR_FLOPS
         on_cpu = len(item["i"]) * CPU_CELL_S + item["flops"] / CPU_ACTOR_FLOPS
-        if CPU_MARGIN * max((cpu_work + on_cpu) / n_cpu, cpu_longest, on_cpu) < (gpu_work + on_gpu) / n_gpu:
+        cpu_end = max((cpu_work + on_cpu) / n_cpu, cpu_longest, on_cpu)
+        if CPU_MARGIN * cpu_end < (gpu_work + on_gpu) / n_gpu:
             cpu.append(item)
             cpu_work, cpu_longest = cpu_work + on_cpu, max(cpu_longest, on_cpu)
         else:
@@ -161,13 +178,14 @@ def _fresh(block: pa.Table, index: KeyIndex) -> pa.Table:
     return block if len(keep) == block.num_rows else block.take(pa.array(keep, pa.int64()))
 
 
-def evaluate_on_ray(work: WorkItems, eval_cfg: EvalConfig, out_dir: Location, *, cpu_actors: int | None = None,
-                    gpu_actors: int | None = None, progress: bool = True) -> GridEvalReport:
-    """Score the planned work items (`evaluation.work.work_items`, made before Ray starts, so bad input
-    costs no cluster time) into `out_dir` (Parquet parts; a place the command line resolved).
+def evaluate_on_ray(work: WorkItems, eval_cfg: EvalConfig, out_dir: Location, *,
+                    cpu_actors: int | None = None, gpu_actors: int | None = None,
+                    progress: bool = True) -> GridEvalReport:
+    """Score the planned work items (`evaluation.work.work_items`, made before Ray starts, so bad
+    input costs no cluster time) into `out_dir` (Parquet parts; a place the command line resolved).
 
-    Fault tolerant: if a node is lost mid-run (its actors die, their items fail), the items' cells not
-    yet written are run again on the nodes that are left, up to `ATTEMPTS` times; every cell is
+    Fault tolerant: if a node is lost mid-run (its actors die, their items fail), the items' cells
+    not yet written are run again on the nodes that are left, up to `ATTEMPTS` times; every cell is
     written exactly once.
     """
     index = KeyIndex(out_dir)  # the driver writes every part, one per returned block
@@ -183,7 +201,8 @@ def evaluate_on_ray(work: WorkItems, eval_cfg: EvalConfig, out_dir: Location, *,
     for attempt in range(1, ATTEMPTS + 1):
         try:
             ds = _datasets(items, eval_cfg, cpu_actors, gpu_actors)
-            for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):  # RAY: stream results back
+            # RAY: stream results back
+            for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
                 if block.num_rows == 0:
                     continue
                 new = _fresh(block, index)
@@ -199,17 +218,21 @@ def evaluate_on_ray(work: WorkItems, eval_cfg: EvalConfig, out_dir: Location, *,
                     el, done = time.monotonic() - t0, len(done_cells)
                     eta = el / done * (n_cells - done) if done else float("nan")
                     line = f"grid eval: {done}/{n_cells} cells, {el:.0f}s elapsed, ETA {eta:.0f}s"
-                    if sys.stderr.isatty():  # redrawn in place on a terminal; a line each in a log file
+                    # redrawn in place on a terminal; a line each in a log file
+                    if sys.stderr.isatty():
                         print("\r" + line, end="", file=sys.stderr, flush=True)
                     else:
                         print(line, file=sys.stderr, flush=True)
             break
-        except (ray.exceptions.RayError, ray.exceptions.RaySystemError) as e:  # RAY: an actor or node lost
+        # RAY: an actor or node lost
+        except (ray.exceptions.RayError, ray.exceptions.RaySystemError) as e:
             items = _left(items, done_cells)
             if attempt == ATTEMPTS or not items:
                 raise
-            print(f"\ngrid eval: {type(e).__name__} (a node or actor lost?); running the {sum(len(t['i']) for t in items)} "
-                  f"missing cells again on the nodes left (attempt {attempt + 1} of {ATTEMPTS})", file=sys.stderr)
+            missing = sum(len(t["i"]) for t in items)
+            print(f"\ngrid eval: {type(e).__name__} (a node or actor lost?); running the {missing} "
+                  f"missing cells again on the nodes left (attempt {attempt + 1} of {ATTEMPTS})",
+                  file=sys.stderr)
             time.sleep(RETRY_WAIT_S * attempt)
     if progress and sys.stderr.isatty():
         print(file=sys.stderr)
