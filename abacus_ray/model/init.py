@@ -31,8 +31,9 @@ def deepnorm_gain(effective_depth: int) -> float:
 
 @torch.no_grad()
 def deepnorm_init_(model: nn.Module, effective_depth: int, hidden: int) -> None:
-    """Initialise `model` in place; a model on the meta device (shapes only) is left as it is, at once
-    (initialising its ~1,000 tensors through the meta kernels took ~0.8 s for a paper-size model)."""
+    """Initialise `model` in place; a model on the meta device (shapes only) is left as it is, at
+    once: the meta kernels would still cost time per tensor (docs/performance.md, "Planning a
+    reproduction")."""
     if any(p.is_meta for p in model.parameters()):
         return
     g = deepnorm_gain(effective_depth)

@@ -1,6 +1,6 @@
-"""Will it fit? A lower bound on the memory a training run or an evaluation needs, checked against the
-device's memory before any model is built, so a model or a batch too big for the machine is one line
-naming the setting (exit 2) instead of an allocation that the kernel kills.
+"""Will it fit? A lower bound on the memory a training run or an evaluation needs, checked against
+the device's memory before any model is built, so a model or a batch too big for the machine is one
+line naming the setting (exit 2) instead of an allocation that the kernel kills.
 
 The estimates count only what must exist at once, so they never exceed the real need (a run refused
 here could never have run; one allowed may still be tight):
@@ -9,9 +9,9 @@ here could never have run; one allowed may still be tight):
   micro-batch's activations: for every layer application that carries gradient, each token keeps at
   least its layer input, attention output and feed-forward input (3 x hidden) and the GLU's input
   (intermediate), in 2-byte (bf16) units, plus its fp32 logits;
-* evaluation: fp32 weights, the largest cell's seeded initial-state noise (problems x length x hidden
-  fp32 on the model's device, `evaluation/noise.py`) and one batch's logits; on the host, the cell's
-  token ids as Python lists (two 8-byte references a token).
+* evaluation: fp32 weights, the largest cell's seeded initial-state noise (problems x length x
+  hidden fp32 on the model's device, `evaluation/noise.py`) and one batch's logits; on the host, the
+  cell's token ids as Python lists (two 8-byte references a token).
 
 The device's memory is its total (psutil for the CPU's RAM, `torch.cuda.mem_get_info` for a GPU):
 what other processes hold changes by the second, the total does not.
@@ -48,7 +48,8 @@ def num_params(cfg: ExperimentConfig) -> int:
 
 def meta_model(cfg: ExperimentConfig):
     """`cfg`'s model on the meta device (shapes only, no memory), built once per architecture and
-    vocabulary: the initialisation alone costs ~0.2 s, and a whole reproduction's plan asks hundreds of times."""
+    vocabulary: building one still takes time, and a whole reproduction's plan asks hundreds of
+    times (docs/performance.md, "Planning a reproduction")."""
     return _meta_model(cfg.model, get_tokenizer(cfg.task.tokenizer_name).vocab_size)
 
 
@@ -78,29 +79,31 @@ def check_training_fits(cfg: ExperimentConfig, device: torch.device | str, grad_
     params = num_params(cfg)
     state = 16.0 * params
     if state > have:
-        _refuse("model", f"training a {params:,}-parameter model (weights, gradients, AdamW state)", state, device,
-                have)
+        _refuse("model", f"training a {params:,}-parameter model (weights, gradients, AdamW state)",
+                state, device, have)
     tokens = cfg.train.micro_batch * seq_len
-    per_token = 2.0 * (3 * m.hidden + m.intermediate) * m.layers * grad_recurrences + 4.0 * MIN_VOCAB
+    per_token = (2.0 * (3 * m.hidden + m.intermediate) * m.layers * grad_recurrences
+                 + 4.0 * MIN_VOCAB)
     need = state + tokens * per_token
     if need > have:
-        _refuse("train.micro_batch", f"a micro-batch of {cfg.train.micro_batch:,} samples of {seq_len:,} tokens on "
-                f"this {params:,}-parameter model", need, device, have)
+        _refuse("train.micro_batch", f"a micro-batch of {cfg.train.micro_batch:,} samples of "
+                f"{seq_len:,} tokens on this {params:,}-parameter model", need, device, have)
 
 
 def check_eval_fits(cfg: ExperimentConfig, device: torch.device | str, *, rows: int, length: int,
                     token_budget: int, key: str = "eval.per_cell") -> None:
-    """Refuse an evaluation whose largest cell (`rows` problems of up to `length` tokens) cannot fit:
-    the weights and the cell's noise on `device`, its token ids in the host's memory."""
+    """Refuse an evaluation whose largest cell (`rows` problems of up to `length` tokens) cannot
+    fit: the weights and the cell's noise on `device`, its token ids in the host's memory."""
     have = device_memory(device)
     params = num_params(cfg)
     noisy = cfg.model.init_state == "noise" and cfg.model.init_std > 0
     host = 16.0 * rows * length
     cpu = torch.device(device).type == "cpu"
-    need = (4.0 * params + (4.0 * rows * length * cfg.model.hidden if noisy else 0) + 4.0 * token_budget * MIN_VOCAB
-            + (host if cpu else 0))
+    need = (4.0 * params + (4.0 * rows * length * cfg.model.hidden if noisy else 0)
+            + 4.0 * token_budget * MIN_VOCAB + (host if cpu else 0))
     if need > have:
-        _refuse(key, f"scoring {rows:,} problems of {length:,} tokens on this {params:,}-parameter model", need,
-                device, have)
+        _refuse(key, f"scoring {rows:,} problems of {length:,} tokens on this {params:,}-parameter "
+                "model", need, device, have)
     if not cpu and host > device_memory("cpu"):
-        _refuse(key, f"holding {rows:,} problems of {length:,} tokens", host, "cpu", device_memory("cpu"))
+        _refuse(key, f"holding {rows:,} problems of {length:,} tokens", host, "cpu",
+                device_memory("cpu"))

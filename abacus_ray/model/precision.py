@@ -2,12 +2,13 @@
 
 `auto` (the rule in `config.train.resolved_precision`) trains with bf16 autocast on CUDA (no loss
 scaling needed) and plain fp32 on CPU, where autocast is slower than fp32 for models this small, and
-evaluates in fp32 everywhere (the official evaluation's precision, docs/fidelity.md). `fp16` is the paper's setting: fp16 autocast with a
-GradScaler, fp32 master weights. Master weights are fp32 in every mode. On CUDA `fp32` means true
-fp32 matrix products and `tf32` lets them run on TF32 tensor cores (the official evaluation's fp32
-with PyTorch's default; docs/fidelity.md measures how many verdicts each changes). `bf16-pure`
-(evaluation only) runs the whole forward in bf16, weights and residual stream included, where
-autocast keeps the residual adds, LayerNorms and noise in fp32 (~45 % of GPU time: docs/performance.md).
+evaluates in fp32 everywhere (the official evaluation's precision, docs/fidelity.md). `fp16` is the
+paper's setting: fp16 autocast with a GradScaler, fp32 master weights. Master weights are fp32 in
+every mode. On CUDA `fp32` means true fp32 matrix products and `tf32` lets them run on TF32 tensor
+cores (the official evaluation's fp32 with PyTorch's default; docs/fidelity.md measures how many
+verdicts each changes). `bf16-pure` (evaluation only) runs the whole forward in bf16, weights and
+residual stream included, where autocast keeps the residual adds, LayerNorms and noise in fp32
+(their share of GPU time: docs/performance.md, "The GPU path").
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import torch
 
 from abacus_ray.config.train import PRECISIONS, resolved_precision
 
-_BF16_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its bf16 copy (evaluation)
+# model -> its bf16 copy (evaluation)
+_BF16_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,10 @@ def _matmul_tf32(allowed: bool):
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def resolve_precision(name: str, device: torch.device | str, key: str = "train.precision") -> Precision:
+def resolve_precision(name: str, device: torch.device | str,
+                      key: str = "train.precision") -> Precision:
     if name not in PRECISIONS:
         raise ValueError(f"{key}: {name!r} is not one of {', '.join(PRECISIONS)}")
     device_type = torch.device(device).type
-    return Precision(resolved_precision(name, device_type, evaluation=key.startswith("eval.")), device_type)
+    evaluation = key.startswith("eval.")
+    return Precision(resolved_precision(name, device_type, evaluation=evaluation), device_type)
