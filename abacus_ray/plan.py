@@ -11,6 +11,11 @@ peak times the evaluation's utilisation (measured on the H100 at 0.65 of the tra
 to keep that ratio elsewhere). Storage: the checkpoints each trial keeps and the Parquet rows its
 evaluation writes. Pure Python, no Ray; the paper preset's whole reproduction plans in seconds.
 How close this comes to the one measured GPU run: docs/performance.md, "Planning a reproduction".
+
+On CPUs the same FLOPs are priced in core-hours, over one core's measured model FLOPs per second at
+the model's width (`training/cpu_rates.py`, `benchmarks/cpu_throughput.py`): training at the
+training loop's rate, evaluation at the engine's forward rate; wall-hours on N cores assume the
+trials pack the cores, and a sweep takes at least its longest trial.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import Cell, resolve_grid_names
 from abacus_ray.evaluation.work import cell_cost, cells_for, token_flops
 from abacus_ray.model.memory import meta_model
+from abacus_ray.training import cpu_rates
 from abacus_ray.training.budget import A4000_UTILISATION, sample_flops, sample_limit
 from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
 from abacus_ray.training.throughput import PEAK_TFLOPS
@@ -72,6 +78,7 @@ PARQUET_ROW_BYTES = 134  # one results row (a cell), measured: docs/results/gpu/
 CHECKPOINT_BYTES_PER_PARAM = 12  # fp32 weights + AdamW's two fp32 moments (model.pt + state.pt)
 CHECKPOINTS_KEPT = 2  # per trial (Ray Train's CheckpointConfig, the loop's KEEP_CHECKPOINTS)
 MAX_SEEDS = 1000  # `--seeds` above this is refused before any expansion
+MAX_CORES = 1_000_000  # `--cores` above this is refused (a cluster's CPUs, not a typo's)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,22 @@ class TrialCost:
     eval_cells: int
     eval_tokens: float
     eval_flops: float
+    hidden: int = 0  # the model's width: what a CPU core's rate is looked up by
+    cores: float = 1.0  # CPUs the trial holds: workers x cluster.cpus_per_worker
+
+    @property
+    def cpu_train_core_hours(self) -> float:
+        """Core-hours of training on CPUs; a wall-clock budget (device-hours) caps them."""
+        hours = None if self.train_flops is None else \
+            self.train_flops / cpu_rates.train_rate(self.hidden) / 3600.0
+        cap = None if self.wall_device_hours is None else \
+            self.wall_device_hours * self.cores / self.workers
+        caps = [h for h in (hours, cap) if h is not None]
+        return min(caps) if caps else 0.0
+
+    @property
+    def cpu_eval_core_hours(self) -> float:
+        return self.eval_flops / cpu_rates.eval_rate(self.hidden) / 3600.0
 
     @property
     def checkpoint_bytes(self) -> int:
@@ -185,7 +208,8 @@ def _trial_cost(cfg: ExperimentConfig, recurrences: tuple[int | None, ...]) -> T
         samples = steps_samples(cfg, workers)
         flops = samples * per_sample
     cells, tokens, eval_flops = _eval_cost(cfg, recurrences)
-    return TrialCost(workers, samples, flops, cfg.train.budget_hours, params, cells, tokens, eval_flops)
+    return TrialCost(workers, samples, flops, cfg.train.budget_hours, params, cells, tokens,
+                     eval_flops, cfg.model.hidden, workers * cfg.cluster.cpus_per_worker)
 
 
 def trial_cost(cfg: ExperimentConfig, eval_recurrences: Sequence[int] = ()) -> TrialCost:
@@ -200,6 +224,7 @@ class SweepPlan:
     name: str
     preset: str
     costs: tuple[tuple[TrialCost, int], ...]
+    cpu_scale: bool = False  # trains on CPUs: the tiny preset, or cluster.use_gpu=false
 
     @property
     def trials(self) -> int:
@@ -207,6 +232,27 @@ class SweepPlan:
 
     def total(self, attr: str, *args) -> float:
         return sum(n * (getattr(c, attr)(*args) if args else getattr(c, attr)) for c, n in self.costs)
+
+    def cpu(self, cores: int) -> dict[str, float]:
+        """Core-hours of training and evaluation on CPUs, and wall-hours on `cores` cores: the
+        trials packed onto the cores (at least the longest trial), then the evaluation spread."""
+        train, evaluate = self.total("cpu_train_core_hours"), self.total("cpu_eval_core_hours")
+        longest = max((c.cpu_train_core_hours / min(c.cores, cores) for c, _ in self.costs),
+                      default=0.0)
+        return {"train_core_hours": train, "eval_core_hours": evaluate,
+                "core_hours": train + evaluate,
+                "wall_hours": max(train / cores, longest) + evaluate / cores}
+
+
+def cpu_price_words(configs: Sequence[ExperimentConfig], cores: int) -> str:
+    """What trials cost on `cores` CPU cores: "plan: X core-hours, Y wall-hours on N CPUs"."""
+    counts: dict[TrialCost, int] = {}
+    for cfg in configs:
+        cost = trial_cost(cfg)
+        counts[cost] = counts.get(cost, 0) + 1
+    cpu = SweepPlan("", "", tuple(counts.items()), True).cpu(cores)
+    return (f"plan: {cpu['core_hours']:,.2f} core-hours, {cpu['wall_hours']:,.2f} wall-hours on "
+            f"{cores} CPUs")
 
 
 def resolve_devices(names: Iterable[str], flag: str = "--gpu") -> list[Device]:
@@ -241,8 +287,9 @@ def parse_per_gpu(values: Sequence[str], flag: str, devices: Sequence[Device], *
 
 
 def summarise(plans: Sequence[SweepPlan], devices: Sequence[Device], mfu: dict[str, float],
-              price: dict[str, float]) -> dict:
-    """Per sweep and in total: trials, A4000-hours, training and evaluation hours per GPU, bytes, money."""
+              price: dict[str, float], cores: int = 1) -> dict:
+    """Per sweep and in total: trials, A4000-hours, training and evaluation hours per GPU, core- and
+    wall-hours on `cores` CPU cores, bytes, money."""
     rows = []
     for p in plans:
         row = {"sweep": p.name, "preset": p.preset, "trials": p.trials, "a4000_hours": p.total("a4000_hours"),
@@ -258,6 +305,8 @@ def summarise(plans: Sequence[SweepPlan], devices: Sequence[Device], mfu: dict[s
             if d.name in price:
                 g["usd"] = (train_h + eval_h) * price[d.name]
             row["gpus"][d.name] = g
+        row["cpu"] = p.cpu(cores)
+        row["cpu_scale"] = p.cpu_scale
         rows.append(row)
     total = {"trials": sum(r["trials"] for r in rows), "a4000_hours": sum(r["a4000_hours"] for r in rows),
              "eval_cells": sum(r["eval_cells"] for r in rows),
@@ -265,11 +314,14 @@ def summarise(plans: Sequence[SweepPlan], devices: Sequence[Device], mfu: dict[s
              "parquet_bytes": sum(r["parquet_bytes"] for r in rows),
              "gpus": {d.name: {k: sum(r["gpus"][d.name].get(k, 0.0) for r in rows)
                                for k in ("train_hours", "eval_minutes", *(("usd",) if d.name in price else ()))}
-                      for d in devices}}
+                      for d in devices},
+             "cpu": {k: sum(r["cpu"][k] for r in rows) for k in rows[0]["cpu"]} if rows else {}}
     assumptions = {d.name: {"peak_tflops": d.peak_tflops, "train_mfu": mfu.get(d.name, d.mfu),
                             "eval_mfu": mfu.get(d.name, d.mfu) * EVAL_PER_TRAIN_MFU, "sheet": d.sheet,
                             "mfu_basis": "--mfu" if d.name in mfu else d.mfu_basis,
                             **({"usd_per_hour": price[d.name]} if d.name in price else {})} for d in devices}
     return {"sweeps": rows, "total": total, "assumptions": assumptions,
+            "cpu_basis": {"cores": cores, "machine": cpu_rates.MACHINE,
+                          "rates": [dataclasses.asdict(r) for r in cpu_rates.RATES]},
             "storage_basis": {"checkpoint_bytes_per_param": CHECKPOINT_BYTES_PER_PARAM,
                               "checkpoints_kept": CHECKPOINTS_KEPT, "parquet_row_bytes": PARQUET_ROW_BYTES}}

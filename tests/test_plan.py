@@ -113,3 +113,45 @@ def test_no_figures_to_plan_is_an_error_not_a_free_reproduction(capsys, monkeypa
     err = capsys.readouterr()
     assert err.out == "" and err.err.strip().splitlines() == [
         "abacus-ray plan: error: --all: no figures found in abacus_ray.figures (a broken installation?); nothing to plan"]
+
+
+def test_a_cpu_scale_plan_prices_core_hours_that_scale_with_steps_models_seeds_and_cores(capsys):
+    """`plan --preset tiny`: core-hours of training (the sweep's FLOPs over one core's measured
+    rate at the model's width) and evaluation, and wall-hours on `--cores`; no timing asserted."""
+    from abacus_ray.training import cpu_rates
+
+    assert main(["plan", "fig10_k", "--preset", "tiny"]) == 0
+    total = [line for line in capsys.readouterr().out.splitlines() if line.startswith("total: ")]
+    assert len(total) == 1 and " core-hours (" in total[0] and " wall-hours on " in total[0], total
+    base = run_plan(capsys, "fig10_k", "--preset", "tiny", "--cores", "1")
+    cpu = base["total"]["cpu"]
+    assert cpu["train_core_hours"] > 0 and cpu["eval_core_hours"] > 0
+    assert cpu["train_core_hours"] == pytest.approx(
+        base["sweeps"][0]["train_flops"] / cpu_rates.train_rate(128) / 3600)
+    assert cpu["wall_hours"] == pytest.approx(cpu["core_hours"])  # one core: one after another
+    steps = base["sweeps"][0]["samples"] // base["total"]["trials"] // 64  # batch 64, no ramp
+    longer = run_plan(capsys, "fig10_k", "--preset", "tiny", "--cores", "1", "--set",
+                      f"train.max_steps={2 * steps}")["total"]["cpu"]
+    assert longer["train_core_hours"] == pytest.approx(2 * cpu["train_core_hours"])
+    assert longer["eval_core_hours"] == pytest.approx(cpu["eval_core_hours"])
+    seeds = run_plan(capsys, "fig10_k", "--preset", "tiny", "--cores", "1", "--seeds", "6")
+    assert seeds["total"]["cpu"]["core_hours"] == pytest.approx(
+        cpu["core_hours"] * seeds["total"]["trials"] / base["total"]["trials"])
+    wide = run_plan(capsys, "fig10_k", "--preset", "tiny", "--cores", "1",
+                    "--set", "model.hidden=256", "--set", "model.intermediate=1024")
+    flops = wide["sweeps"][0]["train_flops"] / base["sweeps"][0]["train_flops"]
+    assert flops > 2  # a wider model: more FLOPs, priced at its own width's rate
+    assert wide["total"]["cpu"]["train_core_hours"] == pytest.approx(
+        cpu["train_core_hours"] * flops * cpu_rates.train_rate(128) / cpu_rates.train_rate(256))
+    two = run_plan(capsys, "fig10_k", "--preset", "tiny", "--cores", "2")["total"]["cpu"]
+    assert two["core_hours"] == pytest.approx(cpu["core_hours"])
+    # two 1-core trials side by side: at least half the core-hours, at most the longer trial's time
+    assert cpu["core_hours"] / 2 <= two["wall_hours"] < 0.6 * cpu["core_hours"]
+
+
+def test_the_whole_reproduction_at_cpu_scale_is_priced_sweep_by_sweep(capsys):
+    whole = run_plan(capsys, "--all", "--preset", "tiny", "--cores", "2")
+    assert all(r["cpu_scale"] and r["cpu"]["core_hours"] > 0 for r in whole["sweeps"])
+    assert whole["total"]["cpu"]["wall_hours"] == pytest.approx(
+        sum(r["cpu"]["wall_hours"] for r in whole["sweeps"]))  # the sweeps run one after another
+    assert whole["cpu_basis"]["cores"] == 2 and whole["cpu_basis"]["machine"]

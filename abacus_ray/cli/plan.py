@@ -5,6 +5,8 @@ For one or more sweeps (figures by name, or sweep files; `--all`: every figure a
 budget in A4000-hours, device-hours of training and device-minutes of grid evaluation on named GPUs
 (peak dense bf16 from the vendors' data sheets times a model-FLOP utilisation, `--mfu` to override),
 the checkpoint and Parquet bytes they leave in storage, and with `--price GPU=USD_PER_HOUR` the bill.
+For CPU-scale sweeps (the `tiny` preset, or `cluster.use_gpu=false`, or with `--cores`): core-hours
+of training and evaluation from one core's measured speed, and wall-hours on `--cores` cores.
 Nothing starts and nothing is written; the paper preset's whole reproduction plans in seconds.
 The arithmetic and its sources: `abacus_ray/plan.py`; its error against a measured run:
 docs/performance.md, "Planning a reproduction".
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import Counter
 
 from abacus_ray import figures
@@ -21,6 +24,7 @@ from abacus_ray.cli import CLIError, parse_args
 from abacus_ray.cli.sweep import build_parser, expand, load_sweep, search_of
 from abacus_ray.plan import (
     DEVICES,
+    MAX_CORES,
     MAX_SEEDS,
     SweepPlan,
     parse_per_gpu,
@@ -48,6 +52,9 @@ def register(subparsers) -> None:
                         "measured or stated default (evaluation keeps its measured ratio to it)")
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD_PER_HOUR",
                    help="price of one GPU-hour (repeatable): adds the cost of training and evaluation")
+    p.add_argument("--cores", type=int, default=None, metavar="N",
+                   help="CPU cores to price CPU-scale sweeps on (default: this machine's); "
+                        "shows the CPU columns for any preset")
     p.add_argument("--json", action="store_true", help="print the plan as JSON (for scripts)")
     p.set_defaults(func=handler)
 
@@ -69,22 +76,29 @@ def sweep_plan(name: str, args: argparse.Namespace) -> SweepPlan:
     trials = expand(sweep, parsed, search)
     recurrences = sweep.eval_recurrences_for(args.preset)
     counts = Counter(trial_cost(t.config, recurrences) for t in trials)
-    return SweepPlan(sweep.name, args.preset, tuple((c, n * seeds) for c, n in counts.items()))
+    on_cpu = args.preset == "tiny" or any(t.config.cluster.use_gpu is False for t in trials)
+    costs = tuple((c, n * seeds) for c, n in counts.items())
+    return SweepPlan(sweep.name, args.preset, costs, on_cpu)
 
 
 def _gb(n: float) -> str:
     return f"{n / 1e9:,.1f}"
 
 
-def table(summary: dict) -> str:
-    """The plan for people: a row per sweep, then the total line."""
+def table(summary: dict, cpu: bool = False) -> str:
+    """The plan for people: a row per sweep, then the total; `cpu`: core- and wall-hours too."""
     gpus = list(summary["assumptions"])
     money = [g for g in gpus if "usd_per_hour" in summary["assumptions"][g]]
-    head = ["sweep", "trials", "A4000-h", *(f"{g} train h" for g in gpus), *(f"{g} eval min" for g in gpus),
-            "ckpt GB", "parquet MB", *(f"{g} USD" for g in money)]
+    cores = summary["cpu_basis"]["cores"]
+    cpu_head = ["core-h train", "core-h eval", f"wall-h {cores} cores"] if cpu else []
+    head = ["sweep", "trials", *cpu_head, "A4000-h", *(f"{g} train h" for g in gpus),
+            *(f"{g} eval min" for g in gpus), "ckpt GB", "parquet MB", *(f"{g} USD" for g in money)]
 
     def cells(name: str, r: dict) -> list[str]:
-        return [name, f"{r['trials']:,}", f"{r['a4000_hours']:,.1f}",
+        c = r["cpu"]
+        cpu_cells = [f"{c['train_core_hours']:,.2f}", f"{c['eval_core_hours']:,.2f}",
+                     f"{c['wall_hours']:,.2f}"] if cpu else []
+        return [name, f"{r['trials']:,}", *cpu_cells, f"{r['a4000_hours']:,.1f}",
                 *(f"{r['gpus'][g]['train_hours']:,.1f}" for g in gpus),
                 *(f"{r['gpus'][g]['eval_minutes']:,.0f}" for g in gpus),
                 _gb(r["checkpoint_bytes"]), f"{r['parquet_bytes'] / 1e6:,.0f}", *(f"{r['gpus'][g]['usd']:,.0f}" for g in money)]
@@ -94,13 +108,27 @@ def table(summary: dict) -> str:
     fmt = lambda r: "  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths, strict=True)))  # noqa: E731
     notes = [f"{g}: {a['peak_tflops']:g} TFLOP/s dense bf16 ({a['sheet']}); training MFU {a['train_mfu']:.3f} "
              f"({a['mfu_basis']}), evaluation {a['eval_mfu']:.3f}" for g, a in summary["assumptions"].items()]
+    if cpu:
+        notes.append(f"CPU: one core's model FLOP/s measured on {summary['cpu_basis']['machine']} "
+                     "(abacus_ray/training/cpu_rates.py, benchmarks/cpu_throughput.py)")
     return "\n".join([fmt(head), *map(fmt, rows[:-1]), "-" * len(fmt(head)), fmt(rows[-1]), "", *notes])
 
 
-def total_line(summary: dict) -> str:
+def cpu_words(cpu: dict, cores: int) -> str:
+    """Core- and wall-hours in words, e.g. "CPU 1.20 core-hours (0.90 train + 0.30 eval), 0.60
+    wall-hours on 2 cores"."""
+    return (f"CPU {cpu['core_hours']:,.2f} core-hours ({cpu['train_core_hours']:,.2f} train + "
+            f"{cpu['eval_core_hours']:,.2f} eval), {cpu['wall_hours']:,.2f} wall-hours on "
+            f"{cores} cores")
+
+
+def total_line(summary: dict, cpu: bool = False) -> str:
     t = summary["total"]
     per_gpu = "; ".join(f"{g} {v['train_hours']:,.0f} h train + {v['eval_minutes']:,.0f} min eval"
                         + (f" = USD {v['usd']:,.0f}" if "usd" in v else "") for g, v in t["gpus"].items())
+    if cpu:
+        cores = summary["cpu_basis"]["cores"]
+        per_gpu = "; ".join(filter(None, [cpu_words(t["cpu"], cores), per_gpu]))
     return (f"total: {t['trials']:,} trials, {t['a4000_hours']:,.0f} A4000-hours; {per_gpu}; checkpoints "
             f"{_gb(t['checkpoint_bytes'])} GB, Parquet {t['parquet_bytes'] / 1e6:,.0f} MB ({t['eval_cells']:,} cells)")
 
@@ -110,6 +138,8 @@ def handler(args: argparse.Namespace) -> int:
         raise CLIError(f"--seeds: must be in 1..{MAX_SEEDS}, got {args.seeds}")
     if args.all == bool(args.sweeps):
         raise CLIError("NAME: give one or more sweeps or --all (not both)")
+    if args.cores is not None and not 1 <= args.cores <= MAX_CORES:
+        raise CLIError(f"--cores: must be in 1..{MAX_CORES:,}, got {args.cores}")
     devices = resolve_devices(args.gpus or list(DEVICES))
     if any("=" not in p for p in args.price):
         raise CLIError("--price: give GPU=USD_PER_HOUR, e.g. --price H100=2.5")
@@ -118,10 +148,14 @@ def handler(args: argparse.Namespace) -> int:
     names = list(figures.names()) if args.all else list(dict.fromkeys(args.sweeps))
     if not names:  # a total over nothing would read as a free reproduction
         raise CLIError("--all: no figures found in abacus_ray.figures (a broken installation?); nothing to plan")
-    summary = summarise([sweep_plan(n, args) for n in names], devices, mfu, price)
+    plans = [sweep_plan(n, args) for n in names]
+    cpu = args.cores is not None or any(p.cpu_scale for p in plans)
+    if cpu and not args.gpus and all(p.cpu_scale for p in plans):
+        devices = []  # a CPU-scale plan: GPU columns only when asked for with --gpu
+    summary = summarise(plans, devices, mfu, price, args.cores or os.cpu_count() or 1)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(table(summary))
-        print(total_line(summary))
+        print(table(summary, cpu))
+        print(total_line(summary, cpu))
     return 0

@@ -235,6 +235,7 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
                loc: storage.Location) -> int:
     """Train and evaluate the trials on Ray under `loc` (the probed `--storage`), then build the dashboard."""
     from abacus_ray.cluster.driver import failure_line, run_sweep  # heavy: Ray, only once a sweep really runs
+    from abacus_ray.plan import cpu_price_words
 
     local = storage.driver_dir(loc, sweep.name)  # the sweep's directory, or this machine's for a bucket
     leave_working_dir(local)
@@ -246,7 +247,8 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
     root = run_sweep(sweep.name, parsed.preset, trials, storage=loc, address=parsed.address,
                      evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
                      eval_recurrences=sweep.eval_recurrences_for(parsed.preset), tracking=parsed.tracking,
-                     search=search, failures=failures, tracking_home=home)
+                     search=search, failures=failures, tracking_home=home,
+                     price=cpu_price_words)  # trials on CPUs: their cost in the first line
     if not parsed.no_dashboard and storage.is_dir(root / "results"):
         from abacus_ray.cli.summary import claim_for  # the figure's claim, for the index's verdict
         from dashboards.build import build_site  # heavy: pandas and plotly, only for a finished sweep

@@ -143,6 +143,8 @@ def handler(args: argparse.Namespace) -> int:
                            "continue it or choose another directory")
         cfg = config_from_args(args)
     device = check_device(args.device)
+    if cfg.cluster.use_gpu is None:  # auto: the config records where --device put the run
+        cfg = cfg.replace(cluster=cfg.cluster.resolved(1.0 if device.startswith("cuda") else 0.0))
     check_fits(cfg, device)  # before the first line is printed: a refusal is the only line
     m, t = cfg.model, cfg.task
     limits = budget_in_words(budget_terms(cfg))

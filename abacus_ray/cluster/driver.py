@@ -7,7 +7,8 @@ match it), `tune/` (Tune's experiment state, what `Tuner.restore` reads), `train
 per trial, holding its checkpoints) and `results/` (the Parquet dataset). Rerunning the same command
 resumes: finished trials are kept, unfinished ones continue from their latest checkpoint, and only
 missing cells are evaluated. The trials arrive expanded (`abacus_ray.sweep.Sweep.expand`); each one's
-`ExperimentConfig` object travels to its trial and its evaluation unchanged.
+`ExperimentConfig` object travels to its trial and its evaluation unchanged, once an unset
+`cluster.use_gpu` is decided by the cluster's GPUs (`cluster/devices.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 from abacus_ray import storage as storage_module
 from abacus_ray import trial_status
 from abacus_ray.cluster import runtime
+from abacus_ray.cluster.devices import Price, resolve_devices
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
 from abacus_ray.cluster.placement import DRIVER_CPU, PendingWatch, max_concurrency, worker_bundle
 from abacus_ray.cluster.search import scheduler, write_search
@@ -216,7 +218,8 @@ def write_trial_record(root: Location, outcome: Outcome) -> Location:
 def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
               tracking: str = "mlflow", search: Search | None = None,
               failures: dict[str, str] | None = None,
-              tracking_home: Path | str | None = None) -> list[tuple[Source, ExperimentConfig]]:
+              tracking_home: Path | str | None = None,
+              price: Price | None = None) -> list[tuple[Source, ExperimentConfig]]:
     """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials.
 
     With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and the
@@ -224,8 +227,11 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by Ray's memory
     monitor, say) does not stop the others: it lands in `failures` (run name -> reason) when given, else
     in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the MLflow store (a local
-    directory, or a server's URI), by default `root` on a local disk.
+    directory, or a server's URI), by default `root` on a local disk. First, an unset
+    `cluster.use_gpu` becomes the cluster's choice on every trial, said in one line with `price`
+    (`cluster/devices.py`).
     """
+    trials = resolve_devices(name, trials, price)  # before placement, sweep.json and any trial
     by_name = {t.name: t.config for t in trials}
     home = tracking_home or root.as_path()
     limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
@@ -267,7 +273,8 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
 def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Location,
               address: str | None = None, evaluate: bool = True, num_cpus: int | None = None,
               eval_recurrences: tuple[int, ...] = (), tracking: str = "mlflow", search: Search | None = None,
-              failures: dict[str, str] | None = None, tracking_home: Path | str | None = None) -> Location:
+              failures: dict[str, str] | None = None, tracking_home: Path | str | None = None,
+              price: Price | None = None) -> Location:
     """Train and evaluate one figure's sweep; returns its directory (a `storage.Location`: a local path or
     an object-store URI). Each finished trial is scored on its own config's `eval` settings (trials with
     equal settings share one Ray Data pass). A local storage directory must be one every node sees
@@ -285,7 +292,8 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
         check_every_node_sees(root.parent.as_path(), "--storage")
     home = tracking_home or root.as_path()
     failed: dict[str, str] = {} if failures is None else failures
-    finished = train_all(name, preset_name, trials, root, tracking, search, failures=failed, tracking_home=home)
+    finished = train_all(name, preset_name, trials, root, tracking, search, failures=failed,
+                         tracking_home=home, price=price)
     try:
         _evaluate(name, root, finished if evaluate else [], eval_recurrences, tracking, home)
     except ray.exceptions.RayError as e:  # RAY: evaluator actors lost on every attempt (memory monitor, nodes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from abacus_ray.config import bounds
@@ -30,7 +31,9 @@ def parse_resources(text: str) -> dict[str, float]:
 @dataclass(frozen=True)
 class ClusterConfig:
     workers: int = 1  # Ray Train workers per trial (DDP when > 1)
-    use_gpu: bool = False
+    # Train on GPUs. Unset ("auto"): the sweep driver sets it once connected to Ray, true when the
+    # cluster has a GPU (`resolve_use_gpu`); `train` sets it by where it runs (--device).
+    use_gpu: bool | None = None
     cpus_per_worker: float = 1.0
     gpus_per_worker: float = 1.0
     # torch: every trial is a Ray Train TorchTrainer (DDP, worker restarts). function: the loop runs in
@@ -62,3 +65,12 @@ class ClusterConfig:
     @property
     def custom_resources(self) -> dict[str, float]:
         return parse_resources(self.resources)
+
+    def resolved(self, cluster_gpus: float) -> ClusterConfig:
+        """This config with `use_gpu` concrete, for a cluster holding `cluster_gpus` GPUs."""
+        return dataclasses.replace(self, use_gpu=resolve_use_gpu(self.use_gpu, cluster_gpus))
+
+
+def resolve_use_gpu(use_gpu: bool | None, cluster_gpus: float) -> bool:
+    """`cluster.use_gpu` made concrete: unset (auto) trains on GPUs when the cluster has any."""
+    return cluster_gpus > 0 if use_gpu is None else use_gpu

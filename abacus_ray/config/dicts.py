@@ -52,6 +52,8 @@ def coerce(key: str, tp: Any, value: Any) -> Any:
     if inner is not None:
         if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "")):
             return None
+        if inner is bool and isinstance(value, str) and value.strip().lower() == "auto":
+            return None  # an optional switch's unset value is its automatic choice
         return coerce(key, inner, value)
     if tp is bool:
         if isinstance(value, bool):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from abacus_ray.config.cluster import ClusterConfig
 from abacus_ray.config.evaluation import EvalConfig
 from abacus_ray.config.experiment import ExperimentConfig
 from abacus_ray.config.model import ModelConfig
@@ -25,7 +26,8 @@ def _tiny() -> ExperimentConfig:
     k = 3 x the training length). Calibrated with the steps budget: lr 1e-3 reaches >= 99 % exact
     match in distribution for seeds 0-3; lr 3e-3 (a pre-LN scratch model's best) makes this post-LN
     model spike and stall on some seeds, and pre-LN at 3e-3 was no more reliable. The 6-minute
-    device-time cap only binds when many trials share the cores (e.g. `make demo`).
+    device-time cap only binds when many trials share the cores (e.g. `make demo`). It trains on
+    CPUs wherever it runs (`cluster.use_gpu=false`; the paper preset's is automatic).
     """
     return ExperimentConfig(
         name="tiny",
@@ -35,6 +37,7 @@ def _tiny() -> ExperimentConfig:
         train=TrainConfig(budget_a4000_hours=None, budget_hours=0.1, max_steps=3000, lr=1e-3, global_batch=64,
                           micro_batch=64, batch_ramp=0.0, report_every_s=5.0, checkpoint_every_min=1.0),
         eval=EvalConfig(grids=("tiny-addition",), per_cell=20),
+        cluster=ClusterConfig(use_gpu=False),
     )
 
 
