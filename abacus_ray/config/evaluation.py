@@ -14,21 +14,26 @@ HINT_SCORINGS = ("official", "strict")
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Which grids, how many problems per cell, which engine; `grids` are names from `evaluation.grids`."""
+    """Which grids (names from `evaluation.grids`), how many problems per cell, which engine."""
 
     grids: tuple[str, ...] = ("paper-addition",)
     per_cell: int = 100
     seed: int = 0
     engine: str = "teacher"
     recurrences: int | None = None  # test-time recurrences; None = the model's eval recurrences
-    precision: str = "auto"  # auto: fp32 (the official evaluation's; bf16 changed 0.13 % of verdicts, docs/fidelity.md)
+    # auto: fp32, the official evaluation's (bf16 changes too many verdicts: docs/fidelity.md,
+    # "Precision")
+    precision: str = "auto"
     token_budget: int = 0  # tokens per engine batch (rows x padded length); 0 = sized to the device
-    sort_require_eos: bool = False  # sorting exact match also checks the EOS (the official code does not)
+    # sorting exact match also checks the EOS (the official code does not)
+    sort_require_eos: bool = False
     # Index-hint models (Fig. 21): "official" scores the digits only, hint symbols dropped from the
-    # output, up to twice the answer field generated (docs/fidelity.md); "strict" also checks every hint.
+    # output, up to twice the answer field generated (docs/fidelity.md); "strict" also checks every
+    # hint.
     hint_scoring: str = "official"
-    # The probe (evaluation/probe.py): exact match on diagonal cells (n, n) scored every `probe_every`
-    # optimiser steps during training, the metric Tune's early stopping reads; () = no probe.
+    # The probe (evaluation/probe.py): exact match on diagonal cells (n, n) scored every
+    # `probe_every` optimiser steps during training, the metric Tune's early stopping reads;
+    # () = no probe.
     probe_lengths: tuple[int, ...] = ()
     probe_every: int = 500
     probe_per_cell: int = 50
@@ -45,10 +50,14 @@ class EvalConfig:
         check_choice(self.hint_scoring, "eval.hint_scoring", HINT_SCORINGS)
         check(all(n >= 1 for n in self.probe_lengths), "eval.probe_lengths",
               f"lengths must be >= 1, got {list(self.probe_lengths)}")
-        bounds.check_at_most(len(self.probe_lengths), bounds.MAX_PROBE_LENGTHS, "eval.probe_lengths")
-        bounds.check_at_most(max(self.probe_lengths, default=1), bounds.MAX_LENGTH, "eval.probe_lengths")
+        bounds.check_at_most(len(self.probe_lengths), bounds.MAX_PROBE_LENGTHS,
+                             "eval.probe_lengths")
+        bounds.check_at_most(max(self.probe_lengths, default=1), bounds.MAX_LENGTH,
+                             "eval.probe_lengths")
         bounds.check_at_most(self.probe_per_cell, bounds.MAX_PER_CELL, "eval.probe_per_cell")
         bounds.check_at_most(self.token_budget, bounds.MAX_TOKEN_BUDGET, "eval.token_budget")
         check(self.probe_every >= 1, "eval.probe_every", f"must be >= 1, got {self.probe_every}")
-        check(self.probe_per_cell >= 1, "eval.probe_per_cell", f"must be >= 1, got {self.probe_per_cell}")
-        check(self.token_budget >= 0, "eval.token_budget", f"must be >= 0 (0 = auto), got {self.token_budget}")
+        check(self.probe_per_cell >= 1, "eval.probe_per_cell",
+              f"must be >= 1, got {self.probe_per_cell}")
+        check(self.token_budget >= 0, "eval.token_budget",
+              f"must be >= 0 (0 = auto), got {self.token_budget}")

@@ -1,4 +1,6 @@
-"""`ArithmeticTransformer`: the depth-recurrent decoder every paper model is an instance of (docs/official-code.md §4).
+"""`ArithmeticTransformer`: the depth-recurrent decoder every paper model is an instance of.
+
+The official model it follows: docs/official-code.md §4.
 
     e      = LayerNorm( E_tok[ids] + P(ids) )        P = Abacus / learned / nothing
     s      = noise ~ N(0, init_std^2)  (or zeros)    the initial recurrent state
@@ -6,11 +8,12 @@
         injection "every":  for each layer l:  s = layer_l(s + e)     (ST w/ II, addition LTs)
         injection "first":  s = s + e;  for each layer l: s = layer_l(s)   (ST, multiplication LTs)
         injection "none":   s = s + e on the first recurrence only; then the layers
-    logits = decoder( adapter( LayerNorm_final( FFN_head(s) ) ) )   (pre-LN adds a LayerNorm before FFN_head)
+    logits = decoder( adapter( LayerNorm_final( FFN_head(s) ) ) )
+                                        (pre-LN adds a LayerNorm before FFN_head)
 
 The L distinct layers form the recurrent block applied R times. An "ST" is L x 1; because the state
-starts as noise, even the ST adds its embedding to noise (docs/official-code.md §0.2). RoPE and FIRE act inside
-attention; Abacus and learned positions are added to the token embedding.
+starts as noise, even the ST adds its embedding to noise (docs/official-code.md §0.2). RoPE and
+FIRE act inside attention; Abacus and learned positions are added to the token embedding.
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ class ArithmeticTransformer(nn.Module):
         return KVCache(layers=self.cfg.layers)
 
     def num_params(self) -> int:
-        """All parameters, FIRE's frozen L0 included (matches the official `numel` count, docs/official-code.md §5)."""
+        """All parameters, FIRE's frozen L0 included (the official `numel` count,
+        docs/official-code.md §5)."""
         return sum(p.numel() for p in self.parameters())
 
     def initial_state(self, batch: int, seq: int, *, device: torch.device | str | None = None,
@@ -95,7 +99,8 @@ class ArithmeticTransformer(nn.Module):
         """Training FLOPs (forward + backward) per token, for MFU.
 
         Per layer application the forward costs 2 x (its matmul weights: 4H^2 + H*I + H*I/2) plus
-        4 * seq_len * H for QK^T and AV over the full context (the PaLM convention: no causal halving).
+        4 * seq_len * H for QK^T and AV over the full context (the PaLM convention: no causal
+        halving).
         The head costs 2 x (H*I + H*I/2 + H^2 + H*V). The backward costs twice the forward, but only
         for the last `grad_recurrences` recurrences (default: all) and the head:
             R * block + 2 * G * block + 3 * head,   block = L * per-layer forward.
@@ -111,15 +116,16 @@ class ArithmeticTransformer(nn.Module):
         return r * block + 2 * g * block + 3 * head
 
     # ---------------------------------------------------------------- forward
-    def forward(self, input_ids: Tensor, *, recurrences: int | None = None, grad_recurrences: int | None = None,
-                noise: Tensor | None = None, cache: KVCache | None = None, all_recurrences: bool = False,
+    def forward(self, input_ids: Tensor, *, recurrences: int | None = None,
+                grad_recurrences: int | None = None, noise: Tensor | None = None,
+                cache: KVCache | None = None, all_recurrences: bool = False,
                 abacus_offset: int | None = None) -> Tensor:
         """Logits [B, S, V] (float32), or [R, B, S, V] with `all_recurrences`.
 
         recurrences: total depth; default `cfg.recurrences` in training mode, `cfg.test_recurrences`
             in eval mode.
-        grad_recurrences: only the last this-many recurrences build an autograd graph (the first ones
-            run under no_grad: progressive loss / truncated BPTT); None = all.
+        grad_recurrences: only the last this-many recurrences build an autograd graph (the first
+            ones run under no_grad: progressive loss / truncated BPTT); None = all.
         noise: the initial recurrent state [B, S, H], used as given; None draws `initial_state` from
             the global torch RNG.
         cache: incremental decoding; `input_ids` are the new tokens after the cached ones, and the
@@ -137,7 +143,8 @@ class ArithmeticTransformer(nn.Module):
             raise ValueError(f"recurrences: must be >= 1, got {depth}")
         with_grad = depth if grad_recurrences is None else grad_recurrences
         if not 0 <= with_grad <= depth:
-            raise ValueError(f"grad_recurrences: must be in 0..{depth} (the recurrences), got {grad_recurrences}")
+            raise ValueError(f"grad_recurrences: must be in 0..{depth} (the recurrences), "
+                             f"got {grad_recurrences}")
         start = 0
         if cache is not None:
             cache.begin(b, depth)
@@ -147,8 +154,8 @@ class ArithmeticTransformer(nn.Module):
         if noise is None:
             state = self.initial_state(b, s, device=input_ids.device)
         elif tuple(noise.shape) != (b, s, self.cfg.hidden):
-            raise ValueError(f"noise: expected shape {(b, s, self.cfg.hidden)} (batch, new tokens, hidden), "
-                             f"got {tuple(noise.shape)}")
+            raise ValueError(f"noise: expected shape {(b, s, self.cfg.hidden)} "
+                             f"(batch, new tokens, hidden), got {tuple(noise.shape)}")
         else:
             state = noise
         state = state.to(device=emb.device, dtype=emb.dtype)
@@ -193,31 +200,33 @@ class ArithmeticTransformer(nn.Module):
             x = x + self.learned(start, input_ids.shape[1], input_ids.device)
         return self.emb_norm(x), run_end, offset
 
-    def _check_inputs(self, input_ids: Tensor, raw_positions: Tensor | None, offset: int | None) -> None:
+    def _check_inputs(self, input_ids: Tensor, raw_positions: Tensor | None,
+                      offset: int | None) -> None:
         stats = [input_ids.min(), input_ids.max()]
         if raw_positions is not None:
             stats.append(raw_positions.max())
         lo, hi, *run = torch.stack(stats).tolist()  # the one host sync
         if lo < 0 or hi >= self.vocab_size:
             bad = lo if lo < 0 else hi
-            raise ValueError(f"input_ids: token id {bad} is outside the vocabulary of {self.vocab_size} ids")
+            raise ValueError(f"input_ids: token id {bad} is outside the vocabulary of "
+                             f"{self.vocab_size} ids")
         if run and run[0] > 0 and run[0] + offset >= self.cfg.abacus_table:
             longest = run[0]
-            raise table_error(f"Abacus position {longest + offset}", longest + offset + 1, self.cfg.abacus_table,
-                              f"a {longest}-digit run + offset k={offset}")
+            raise table_error(f"Abacus position {longest + offset}", longest + offset + 1,
+                              self.cfg.abacus_table, f"a {longest}-digit run + offset k={offset}")
 
     def compile_block(self, **compile_kwargs) -> None:
-        """Compile the recurrent block alone, as the official code does (docs/official-code.md §6.6).
+        """Compile the recurrent block alone, as the official code does (official-code.md §6.6).
 
         The block's graph sees only tensors of fixed shape: the depth, the progressive loss's (n, k)
         and the Abacus offset stay in eager Python around it, so they can change every call without
-        a recompile. Compiling the whole forward made those ints symbolic after the first recompile
-        and crashed. Callers keep the sequence length fixed too (the training loop pads
-        every batch to the task's longest line, `tasks.stream.padded_length`); a new length only
-        costs one more graph. `dynamic=False`: no graph ever holds a symbolic size, the source of the
-        "invalid shape dimension" crash. The parameters are graph inputs, so a new model of the same
-        shapes (a resumed run) reuses the graphs. Only training-mode forwards use it: evaluation,
-        probes and decoding with a KV cache stay eager, so their many shapes never recompile.
+        a recompile, and `dynamic=False` keeps every size static (symbolic sizes crash the compiled
+        forward: docs/performance.md, "The GPU path"). Callers keep the sequence length fixed too
+        (the training loop pads every batch to the task's longest line,
+        `tasks.stream.padded_length`); a new length only costs one more graph. The parameters are
+        graph inputs, so a new model of the same shapes (a resumed run) reuses the graphs. Only
+        training-mode forwards use it: evaluation, probes and decoding with a KV cache stay eager,
+        so their many shapes never recompile.
         """
         self._compiled_block = torch.compile(self._block, dynamic=False, **compile_kwargs)
 
@@ -235,7 +244,8 @@ class ArithmeticTransformer(nn.Module):
             state, _ = layer(state, 0, None, cached=False)
         return state
 
-    def _recurrence(self, state: Tensor, emb: Tensor, r: int, start: int, cache: KVCache | None) -> Tensor:
+    def _recurrence(self, state: Tensor, emb: Tensor, r: int, start: int,
+                    cache: KVCache | None) -> Tensor:
         inject = self.cfg.injection
         if inject == "first" or (inject == "none" and r == 0):
             state = state + emb
