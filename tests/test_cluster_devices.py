@@ -3,7 +3,8 @@
 The decision is a pure function of the nodes' resources (`cluster/devices.resolve_trials`), checked
 here on hand-made node lists as Ray reports them; the line the sweep prints first, with the plan's
 CPU cost; the config's round trip of the unset value; and an older `sweep.json` (which recorded
-`false`, the old default) still resuming on a CPU cluster. No Ray is started.
+`false`, the old default) still resuming on a CPU cluster; `train` without Ray recording where
+`--device` put the run. No Ray is started.
 """
 
 from __future__ import annotations
@@ -111,3 +112,18 @@ def test_a_sweep_recorded_with_use_gpu_false_resumes_on_a_cpu_cluster():
         sweep_change(recorded, {"preset": "paper", "trials": [t.config.to_dict() for t in now]})
         is None
     )
+
+
+def test_train_records_where_device_auto_put_the_run(tmp_path, capsys):
+    """`abacus-ray train` (no Ray): an unset `cluster.use_gpu` becomes whether `--device` chose CUDA,
+    so the checkpoint's config never holds the unset value."""
+    import torch
+
+    from abacus_ray.cli import main
+    from abacus_ray.model.checkpoint import load_checkpoint
+
+    small = ["model.hidden=32", "model.intermediate=64", "model.layers=1", "train.micro_batch=16",
+             "train.global_batch=16", "train.max_steps=2", "cluster.use_gpu=auto"]
+    argv = ["train", "--out", str(tmp_path / "run"), *(f"--set={s}" for s in small)]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert load_checkpoint(tmp_path / "run").config.cluster.use_gpu is torch.cuda.is_available()
