@@ -115,8 +115,8 @@ def test_a_sweep_recorded_with_use_gpu_false_resumes_on_a_cpu_cluster():
 
 
 def test_train_records_where_device_auto_put_the_run(tmp_path, capsys):
-    """`abacus-ray train` (no Ray): an unset `cluster.use_gpu` becomes whether `--device` chose CUDA,
-    so the checkpoint's config never holds the unset value."""
+    """`abacus-ray train` (no Ray): an unset `cluster.use_gpu` becomes whether `--device` chose
+    CUDA, so the checkpoint's config never holds the unset value."""
     import torch
 
     from abacus_ray.cli import main
