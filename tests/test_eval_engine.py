@@ -338,3 +338,39 @@ def test_predictions_per_recurrence_end_in_the_kv_predictions():
     assert len(texts) == 3 and all(len(t) == 5 for t in texts)
     assert texts[-1] == run_cells(model, cells, engine="kv")[0].predictions
     assert texts[0] != texts[-1]  # intermediate recurrences read differently (a random model)
+
+
+class Recording(torch.nn.Module):
+    """The model itself, keeping every row's logits at its own positions (keyed by its tokens and noise)."""
+
+    def __init__(self, inner: ArithmeticTransformer):
+        super().__init__()
+        self.inner, self.cfg = inner, inner.cfg
+        self.rows: dict[tuple, torch.Tensor] = {}
+
+    def forward(self, input_ids, noise=None, **kw):
+        logits = self.inner(input_ids, noise=noise, **kw)
+        for b, ids in enumerate(input_ids.tolist()):
+            n = len(ids) - next((k for k, t in enumerate(reversed(ids)) if t != 0), len(ids))  # PAD = 0
+            key = (tuple(ids[:n]), tuple(noise[b, 0, :4].tolist()))
+            assert key not in self.rows
+            self.rows[key] = logits[b, :n].clone()
+        return logits
+
+
+def test_a_rows_teacher_forced_logits_do_not_depend_on_the_cells_beside_it():
+    """Every row's logits are bit-identical whether its cell is scored alone, among others or under
+    any budget: a rerun that scores only the missing cells packs them into other batches, and a
+    padded length taken from the batch moved logits by an ulp (argmax ties then flip)."""
+    cells = prepared("add", [(1, 1), (2, 5), (5, 2), (6, 6), (9, 3)], count=6)
+    model = build("abacus", layers=2, hidden=32)
+    runs = []
+    for packing in ([cells], [[c] for c in cells], [cells[::-1]], [cells[:2], cells[2:]]):
+        for budget in (64, 10_000):
+            rec = Recording(model)
+            for group in packing:
+                run_cells(rec, group, engine="teacher", token_budget=budget)
+            runs.append(rec.rows)
+    assert all(run.keys() == runs[0].keys() for run in runs) and len(runs[0]) == 5 * 6
+    for run in runs[1:]:
+        assert all(torch.equal(run[k], runs[0][k]) for k in run)

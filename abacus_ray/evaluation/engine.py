@@ -1,8 +1,12 @@
 """The exact-match engine: scores many cells of one model with one of three interchangeable engines.
 
-* `teacher` (default): one forward over prompt + answer + EOS per problem (`teacher_forcing`). Rows of
-  many cells are sorted by length and packed into batches of at most `token_budget` tokens
-  (rows x padded length), so short cells share a batch and long ones are split.
+* `teacher` (default): one forward over prompt + answer + EOS per problem (`teacher_forcing`). Each
+  row is padded to its own cell's longest row; rows of equal padded length, from any cells, share
+  batches of at most `token_budget` tokens (rows x padded length), and long cells are split. A row's
+  padded length is thus a function of its cell alone: the kernels' summation order depends on it
+  (a longer padding moves logits by an ulp or so), so this keeps every row's logits, and so a
+  cell's numbers, the same whichever cells share the call (a rerun that scores only the missing
+  cells packs them differently).
 * `kv`: greedy decoding with a KV cache (`decoding.greedy_kv`); rows of all cells are grouped by
   prompt length (no attention padding) and chunked by the same budget. Produces predictions.
 * `naive`: greedy decoding with a full forward per token, the official loop; baseline and oracle.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -187,16 +191,27 @@ class _Verdicts:
                 for c, p in enumerate(self.prepared)]
 
 
-def _score_teacher(model, prepared, noises, out: _Verdicts, *, budget, recurrences, require_eos, device) -> None:
-    """Rows of all cells, longest cells last, packed into batches of <= budget tokens."""
+def teacher_batches(prepared: Sequence[PreparedCell], budget: int) -> Iterator[tuple[list[tuple[int, int]], int]]:
+    """(Rows (cell, row), padded length) of the teacher-forced batches: every row padded to its own
+    cell's longest prompt + answer + EOS, rows of one padded length chunked by `budget` tokens."""
     def length(c: int, r: int) -> int:
         return len(prepared[c].prompts[r]) + len(prepared[c].targets[r])
 
-    order = sorted(range(len(prepared)), key=lambda c: max(length(c, r) for r in range(prepared[c].n)))
-    rows = [(c, r) for c in order for r in range(prepared[c].n)]
-    for chunk in _chunks(rows, lambda row: length(*row), budget):
+    groups: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for c, cell in enumerate(prepared):
+        groups[max(length(c, r) for r in range(cell.n))].extend((c, r) for r in range(cell.n))
+    for s in sorted(groups):
+        for chunk in _chunks(groups[s], lambda row, s=s: s, budget):
+            yield chunk, s
+
+
+def _score_teacher(model, prepared, noises, out: _Verdicts, *, budget, recurrences, require_eos, device) -> None:
+    """Rows of all cells in batches of one padded length each (`teacher_batches`)."""
+    def length(c: int, r: int) -> int:
+        return len(prepared[c].prompts[r]) + len(prepared[c].targets[r])
+
+    for chunk, s in teacher_batches(prepared, budget):
         t0 = time.perf_counter()
-        s = max(length(c, r) for c, r in chunk)
         ids = torch.full((len(chunk), s), PAD, dtype=torch.long)
         mask = torch.zeros((len(chunk), s), dtype=torch.bool)
         for b, (c, r) in enumerate(chunk):
