@@ -120,3 +120,23 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float) -> str:
     text = log.read_text()
     assert rc == 0, f"{proc.args[1]} exited {rc}:\n{text[-3000:]}"
     return text
+
+
+def uninterrupted_scores(configs: list, grid: str, out: Path) -> dict[tuple[str, int, int], int]:
+    """What an uninterrupted run of these trials scores: each trained straight through in this process
+    (one torch thread, as a 1-CPU Ray worker; the thread count moves a weight's last bits) and scored
+    on `grid`'s cells with its own eval settings. (model_id, i, j) -> n_correct."""
+    from abacus_ray.evaluation.grids import resolve_grid_names
+    from abacus_ray.evaluation.runner import score_cells
+    from abacus_ray.model.checkpoint import load_checkpoint
+    from abacus_ray.training.loop import train
+
+    cells = [c for g in resolve_grid_names((grid,)) for c in g.cells("add")]
+    scores: dict[tuple[str, int, int], int] = {}
+    for n, cfg in enumerate(configs):
+        with one_thread():
+            result = train(cfg, checkpoint_dir=out / f"trial-{n}")
+            rows, _ = score_cells(load_checkpoint(result.checkpoint), cells, cfg.eval)
+        scores.update({(r["model_id"], r["i"], r["j"]): r["n_correct"] for r in rows})
+    return scores
+

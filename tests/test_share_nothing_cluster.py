@@ -5,14 +5,18 @@ and worker nodes, each in a mount namespace of its own (private `/tmp`, `/dev/sh
 directory; the checkout read-only, as an image), all in a loopback-only network namespace whose only
 other inhabitant is a real S3 server (SeaweedFS, `tests/s3server.py`). What a cloud lab has: a file a
 node writes locally is seen by no other node, so whatever the sweep needs elsewhere must go through
-the bucket. One cluster for the module; the scenarios run in file order and share the clean run.
+the bucket. One scenario instead keeps the sweep in a host directory outside the nodes' private
+`/tmp`, which every node sees, as a shared mount. One cluster for the module; the scenarios run in file
+order and share the clean run.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,12 +26,16 @@ import pytest
 from pace import deadline, wait_for
 from raycluster import RAY, ROOT, Cluster, kill_tree, network_only_cluster
 
+from abacus_ray.evaluation.results import read_cells
+
 pytestmark = [pytest.mark.cluster, pytest.mark.ray, pytest.mark.slow]
 
 # Two trials of the tiny Fig. 10 sweep, short: a checkpoint every 3 s (so a node lost mid-training has
 # one to resume from), a 400-cell grid (long enough to lose a node under it, as the node-loss test).
-# Batches of 64, as the scenarios were timed (the demo's are smaller).
+# Batches of 64, as the scenarios were timed (the demo's are smaller). A steps budget alone: a
+# wall-clock limit would let the machine's speed move the lr schedule, and no rerun could match.
 SWEEP = ["python", "sweeps/fig10_k.py", "--preset", "tiny", "--max-trials", "2", "--set", "train.max_steps=60",
+         "--set", "train.budget_hours=none",
          "--set", "train.global_batch=64", "--set", "train.micro_batch=64",
          "--set", "train.report_every_s=1", "--set", "train.checkpoint_every_min=0.05", "--per-cell", "10",
          "--grid", "cells:1-20x1-20", "--no-dashboard"]
@@ -254,6 +262,38 @@ def test_worker_nodes_lost_mid_training_and_mid_evaluation(lab, clean, tmp_path)
     print(f"\nnode loss: killed {victim} at {killed_training:.0f}s (training), {evaluator} at {killed_eval:.0f}s "
           f"(evaluation, its GPU pool); w3 (GPU), w4 joined; {len(df)} cells, 0 duplicates, equal to the clean run; "
           f"{time.monotonic() - t0:.0f}s")
+
+
+def test_worker_node_lost_with_a_shared_directory_storage(lab, clean, tmp_path):
+    """The node under a training trial SIGKILLed with `--storage` a directory every node mounts (a host
+    directory outside the nodes' private /tmp, as an NFS mount would be) and a fresh node joining: the
+    trial resumes from the directory's checkpoints; every cell once, the numbers of the clean run (on
+    the bucket: where a sweep keeps its files does not change what it trains or scores)."""
+    cluster, _ = lab
+    t0 = time.monotonic()
+    shared = Path(tempfile.mkdtemp(prefix="abacus-shared-", dir="/var/tmp"))
+    log = tmp_path / "job.log"
+    try:
+        job = start_job(cluster, [*SWEEP, "--storage", str(shared)], log)
+        try:
+            wait_for(lambda: list((shared / "fig10_k" / "train").glob("*/step-*/meta.json")), 300,
+                     "a checkpoint in the shared directory", interval=1, alive=lambda: job.poll() is None,
+                     context=lambda: tail(log))
+            victim = wait_for(lambda: node_hosting(cluster, "RayTrainWorker"), 60, "a live Train worker")
+            cluster.kill_node(victim)
+            killed = time.monotonic() - t0
+            cluster.add_node("w5", num_cpus=3)
+            assert job.wait(timeout=deadline(480)) == 0, tail(log)
+        finally:
+            if job.poll() is None:
+                kill_tree(job)
+        df = read_cells(shared / "fig10_k" / "results")
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert len(df) == CELLS and not df.duplicated(KEY).any()
+    assert same_scores(df, clean[1]) == ""
+    print(f"\nshared directory: killed {victim} at {killed:.0f}s (training), w5 joined; {len(df)} cells, equal to "
+          f"the clean run's; {time.monotonic() - t0:.0f}s")
 
 
 def driver_of(cluster: Cluster) -> psutil.Process | None:
