@@ -225,9 +225,12 @@ def run(sweep: Sweep, argv: list[str]) -> int:
     if parsed.dry_run:
         return dry_run(sweep, parsed, search, trials)
     if parsed.address is None and not os.environ.get("RAY_ADDRESS"):  # the embedded Ray: trials train here
+        import torch
+
         from abacus_ray.training.loop import check_fits_here  # heavy: torch, only for a run that trains here
 
-        check_fits_here([t.config for t in trials])
+        gpus = torch.cuda.device_count()  # what the embedded Ray finds, as the driver will decide
+        check_fits_here([t.config.replace(cluster=t.config.cluster.resolved(gpus)) for t in trials])
     return run_on_ray(sweep, parsed, search, trials, loc)
 
 
