@@ -28,6 +28,7 @@ class CpuRate:
     eval_flops_per_s: float  # model FLOPs per second of one core, teacher-forced evaluation
 
 
+# The measurement, tabled with its conditions: docs/performance.md, "Planning a reproduction".
 # BEGIN MEASURED: written by benchmarks/cpu_throughput.py
 MACHINE = (
     "AMD EPYC (AVX512), 2 cores, torch 2.13.0+cpu, 1 thread; "
