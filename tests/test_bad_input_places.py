@@ -1,21 +1,23 @@
-"""Bad input is refused (6/6): hostile places. Files that are not regular files or are far larger than
-what they name (a FIFO, a link to /dev/zero, a sparse multi-GB file named like a Parquet part, a
-config.json or a meta.json), a full disk, a busy port, a cluster address without its token and two
-imports racing for one run directory. Each case: exit 2, one stderr line naming the flag or the file,
-in seconds (a FIFO is never opened: a command that opened one would wait for a writer forever), nothing
-half-written, no secret echoed.
+"""Bad input is refused (6/6): hostile places. Files that are not regular files or are far larger
+than what they name (a FIFO, a link to /dev/zero, a sparse multi-GB file named like a Parquet
+part, a config.json or a meta.json), a full disk, a busy port, a cluster address without its
+token and two imports racing for one run directory. Each case: exit 2, one stderr line naming the
+flag or the file, in seconds (a FIFO is never opened: a command that opened one would wait for a writer
+forever), nothing half-written, no secret echoed.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from refusal import assert_refused
+from refusal import SMALL_MODEL, assert_refused, run, snapshot
 from test_bad_input_commands import offline, places  # noqa: F401 (fixtures)
 
 SPARSE_BYTES = 6 << 30  # a sparse file this large costs no disk and no time to make
@@ -36,30 +38,29 @@ def plant(path: Path, kind: str) -> Path:
 
 
 # (argv with {target}, the file planted relative to {target}, the culprit the refusal starts with)
+EVAL = ["eval", "{target}", "--out", "{fresh}/o", "--cells", "1x1", "--quiet"]
+IMPORT = ["import-official", "{target}", "--out", "{fresh}/o"]
 SPECIAL = {
-    "config.json eval": (["eval", "{target}", "--out", "{fresh}/o", "--cells", "1x1", "--quiet"],
-                         "ckpt", "config.json", "{target}"),
-    "meta.json eval": (["eval", "{target}", "--out", "{fresh}/o", "--cells", "1x1", "--quiet"],
-                       "ckpt", "meta.json", "{target}"),
-    "model.pt eval": (["eval", "{target}", "--out", "{fresh}/o", "--cells", "1x1", "--quiet"],
-                      "ckpt", "model.pt", "{target}/model.pt"),
+    "config.json eval": (EVAL, "ckpt", "config.json", "{target}"),
+    "meta.json eval": (EVAL, "ckpt", "meta.json", "{target}"),
+    "model.pt eval": (EVAL, "ckpt", "model.pt", "{target}/model.pt"),
     "config.json describe": (["describe", "{target}"], "ckpt", "config.json", "{target}"),
     "part summary": (["summary", "{target}"], "results", "{part}", "{target}/{part}"),
-    "part dashboard": (["dashboard", "{target}", "--out", "{fresh}/site"], "results", "{part}", "{target}/{part}"),
-    "problem file": (["eval", "{ckpt}", "--out", "{fresh}/o", "--problems", "{target}/p.txt"], "dir", "p.txt",
-                     "{target}/p.txt"),
+    "part dashboard": (["dashboard", "{target}", "--out", "{fresh}/site"], "results", "{part}",
+                       "{target}/{part}"),
+    "problem file": (["eval", "{ckpt}", "--out", "{fresh}/o", "--problems", "{target}/p.txt"],
+                     "dir", "p.txt", "{target}/p.txt"),
     "sweep file": (["sweep", "{target}/s.py", "--dry-run"], "dir", "s.py", "{target}/s.py"),
-    "official config": (["import-official", "{target}", "--out", "{fresh}/o"], "official", "model_config.json",
-                        "{target}/model_config.json"),
-    "official weights": (["import-official", "{target}", "--out", "{fresh}/o"], "official", "model.safetensors",
-                         "{target}/model.safetensors"),
+    "official config": (IMPORT, "official", "model_config.json", "{target}/model_config.json"),
+    "official weights": (IMPORT, "official", "model.safetensors", "{target}/model.safetensors"),
 }
 
 
 @pytest.mark.timeout(120)  # a FIFO that is opened waits for a writer forever: a hang fails here
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse"])
 @pytest.mark.parametrize("case", sorted(SPECIAL))
-def test_only_regular_files_of_a_bounded_size_are_read(case, kind, places, offline, work, no_ray):  # noqa: F811
+def test_only_regular_files_of_a_bounded_size_are_read(case, kind, places, offline,  # noqa: F811
+                                                       work, no_ray):
     argv, source, name, culprit = SPECIAL[case]
     fresh = offline.parent / "fresh"
     fresh.mkdir()
@@ -78,34 +79,127 @@ def test_only_regular_files_of_a_bounded_size_are_read(case, kind, places, offli
     assert not (fresh / "o").exists() and not (fresh / "site").exists()
 
 
-# --- a busy port ----------------------------------------------------------------------------------------
+# --- a busy port ----------------------------------------------------------------------------------
 
-def test_serving_on_a_busy_port_is_refused_naming_the_port_before_the_site_is_built(places, offline,  # noqa: F811
-                                                                                      work, no_ray):
+def test_a_busy_port_is_refused_before_building(places, offline, work, no_ray):  # noqa: F811
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         site = offline.parent / "site"
-        message = assert_refused(["dashboard", str(places["results"]), "--out", str(site), "--serve",
-                                  "--port", str(port)], "--port", "hostile places: a busy port",
+        argv = ["dashboard", str(places["results"]), "--out", str(site), "--serve", "--port",
+                str(port)]
+        message = assert_refused(argv, "--port", "hostile places: a busy port",
                                  roots=[work, offline])
     assert str(port) in message and not site.exists()
 
 
-def test_weights_larger_than_free_memory_are_refused_before_they_are_read(places, offline, work, no_ray):  # noqa: F811
-    """import-official checks a weights file against the memory it would take (read, then copied into
-    the model) before opening it: a sparse file of that size stands in for a real one."""
+def test_weights_beyond_free_memory_are_refused_before_they_are_read(places, offline,  # noqa: F811
+                                                                    work, no_ray):
+    """import-official checks a weights file against the memory it would take (read, then copied
+    into the model) before opening it: a sparse file of that size stands in for a real one."""
     from abacus_ray import storage
     from abacus_ray.model.official_files import MAX_WEIGHTS_BYTES
 
     size = storage.memory_limit() // 2 + (1 << 20)
     if size > MAX_WEIGHTS_BYTES:
-        pytest.skip(f"this machine has the memory to import a {MAX_WEIGHTS_BYTES:,}-byte weights file")
+        pytest.skip(f"this machine has the memory to import {MAX_WEIGHTS_BYTES:,} bytes of weights")
     target = shutil.copytree(places["official"], offline.parent / "official")
     with open(target / "model.safetensors", "r+b") as fh:
         fh.truncate(size)
     message = assert_refused(["import-official", str(target), "--out", str(offline.parent / "o")],
-                             str(target / "model.safetensors"), "hostile places: weights beyond memory",
-                             roots=[work, offline])
+                             str(target / "model.safetensors"),
+                             "hostile places: weights beyond memory", roots=[work, offline])
     assert "memory" in message and not (offline.parent / "o").exists()
+
+
+# --- a full disk ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A real file system to fill up: a 32 MiB tmpfs (root may mount one; skipped where not)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m,mode=0755", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill_up(mount: Path) -> None:
+    """Write a filler file until the file system says no space is left."""
+    with open(mount / ".filler", "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * (1 << 16))
+                fh.flush()
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+
+
+def test_a_full_disk_is_named_and_leaves_nothing_half_written(places, full_disk,  # noqa: F811
+                                                               work, no_ray):
+    fill_up(full_disk)
+    disk = str(full_disk)
+    cases = [([*EVAL[:1], str(places["ckpt"]), "--out", f"{disk}/results", *EVAL[4:]],
+              f"{disk}/results/"),
+             (["import-official", str(places["official"]), "--out", f"{disk}/imported"],
+              f"{disk}/imported"),
+             (["dashboard", str(places["results"]), "--out", f"{disk}/site"], f"{disk}/site")]
+    for argv, culprit in cases:
+        message = assert_refused(argv, culprit, "hostile places: a full disk",
+                                 roots=[work, full_disk])
+        assert "No space left on device" in message, message
+    assert sorted(p.name for p in full_disk.iterdir()) == [".filler"]
+
+
+def test_training_onto_a_full_disk_names_the_checkpoint_and_leaves_no_run(full_disk, work, no_ray):
+    fill_up(full_disk)
+    code, out, err = run(["train", "--out", f"{full_disk}/run", "--device", "cpu",
+                          "--set", "train.max_steps=2", *(f"--set={s}" for s in SMALL_MODEL)])
+    last = err.splitlines()[-1]
+    assert code == 2 and "Traceback" not in err, err
+    assert last.startswith(f"abacus-ray train: error: {full_disk}/run/step-"), last
+    assert "No space left" in last, last
+    assert sorted(p.name for p in full_disk.iterdir()) == [".filler"]
+
+
+def test_a_dashboard_rebuilt_onto_a_full_disk_keeps_the_old_site(places, full_disk, work, no_ray):
+    site = full_disk / "site"
+    assert run(["dashboard", str(places["results"]), "--out", str(site)])[0] == 0
+    fill_up(full_disk)
+    before = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    message = assert_refused(["dashboard", str(places["results"]), "--out", str(site)], str(site),
+                             "hostile places: a full disk", roots=[work])
+    assert "No space left on device" in message
+    assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in full_disk.iterdir()) == [".filler", "site"]
+
+
+# --- two imports racing for one run directory -----------------------------------------------------
+
+def test_a_run_directory_written_meanwhile_is_refused(places, offline, work, no_ray):  # noqa: F811
+    """The run directory appears by one rename: the import that loses (here: another import fills
+    --out while this one writes its checkpoint) fails naming --out and leaves nothing of its own."""
+    from abacus_ray import storage
+
+    out = offline.parent / "run"
+
+    def fill(tmp: Path) -> None:
+        (tmp / "step-000000000").mkdir()
+        assert run(["import-official", str(places["official"]), "--out", str(out)])[0] == 0
+        before.update(snapshot(out))
+
+    before: set = set()
+    with pytest.raises(FileExistsError, match=f"^--out: {out} exists and is not empty"):
+        storage.create_dir(out, fill, "--out")
+    assert snapshot(out) == before and [p.name for p in out.iterdir()] == ["step-000000000"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["cwd", "run"]  # no temporary one left
+    message = assert_refused(["import-official", str(places["official"]), "--out", str(out)],
+                             "--out", "hostile places: two imports into one --out",
+                             roots=[work, offline.parent])
+    assert "not empty" in message

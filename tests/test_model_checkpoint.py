@@ -96,7 +96,7 @@ def test_failed_write_leaves_no_checkpoint(tmp_path, cfg, model, monkeypatch):
     real_save = torch.save
 
     def failing_save(obj, path, *a, **k):
-        if str(path).endswith("train_state.pt"):
+        if str(getattr(path, "name", path)).endswith("train_state.pt"):  # a path or a file object
             raise OSError("disk full")
         return real_save(obj, path, *a, **k)
 

@@ -8,8 +8,11 @@ when new Parquet parts arrive, so an evaluation can be watched while it streams 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import socket
 import tempfile
+import uuid
 from pathlib import Path
 
 from abacus_ray import storage
@@ -42,7 +45,7 @@ def check_port(port: int, flag: str = "--port") -> None:
     from dashboards.serve import HOST  # the one address the server binds
 
     if not 0 <= port <= 65535:
-        raise CLIError(f"{flag}: must be in 0..65535 (0 picks a free one), got {port}")
+        raise CLIError(f"{flag}: must be 0..65535, got {port} (0 picks a free one)")
     if port == 0:
         return
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -80,5 +83,27 @@ def handler(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             pass
         return 0
-    print(build_site(results, out, claim_for))
+    print(build_whole(results, out, claim_for))
     return 0
+
+
+def build_whole(results: storage.Location, out: Path, claims) -> Path:
+    """Build the site beside `out` (from a copy of it by hard links, so a rebuild keeps whatever
+    else it holds and rewrites only its pages) and swap it in: a failure, a full disk included
+    (named by `out`), leaves the old site as it was and no half-built one."""
+    from dashboards.build import build_site  # heavy: pandas and plotly
+
+    stage = out.parent / f".tmp-{out.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    old = out.parent / f".old-{out.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        with storage.naming_full_disk(out):
+            if out.is_dir():
+                shutil.copytree(out, stage, copy_function=os.link, symlinks=True)
+            index = build_site(results, stage, claims)
+        if out.is_dir():
+            os.rename(out, old)
+        os.rename(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return (out / index.name).resolve()

@@ -56,8 +56,14 @@ def handler(args: argparse.Namespace) -> int:
     model = ArithmeticTransformer.for_experiment(cfg)
     model.load_state_dict(weights)  # names and shapes were checked against this very config
     state = {"step": 0, "samples": 0, "tokens": 0, **source.meta()}
-    if out.local:
-        model_id = save_checkpoint(out.as_path() / checkpoint_name(0), model, cfg, state)
+    if out.local:  # the run appears whole, or not at all if another import made it meanwhile
+        ids = []
+
+        def fill(run: Path) -> None:
+            ids.append(save_checkpoint(run / checkpoint_name(0), model, cfg, state))
+
+        storage.create_dir(out, fill, "--out")
+        model_id = ids[0]
     else:  # written here, then copied up, meta.json last (a reader lists only checkpoints that have it)
         with tempfile.TemporaryDirectory(prefix="abacus-import-") as tmp:
             model_id = save_checkpoint(Path(tmp) / checkpoint_name(0), model, cfg, state)

@@ -138,8 +138,9 @@ def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: Exp
             "num_params": sum(t.numel() for t in unwrap(model).parameters())} | _json_scalars(state)
 
     def write(tmp: Path) -> None:  # torch writes straight into the new directory: no second copy in memory
-        torch.save(weights, tmp / MODEL_FILE)
-        torch.save(state, tmp / STATE_FILE)
+        for name, obj in ((MODEL_FILE, weights), (STATE_FILE, state)):
+            with open(tmp / name, "wb") as fh:  # a full disk: an OSError (errno), not a RuntimeError
+                torch.save(obj, fh)
 
     storage.write_dir(directory, {CONFIG_FILE: json.dumps(cfg.to_dict(), indent=2, sort_keys=True),
                                   META_FILE: json.dumps(meta, indent=2, sort_keys=True)}, fill=write, last=META_FILE)

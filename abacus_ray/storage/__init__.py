@@ -28,6 +28,7 @@ The API, all taking a `Location` or anything `resolve` accepts:
     exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc, "meta.json")
     read_bytes, read_text, write_bytes, write_text, copy_file (atomic), delete
     check_regular_file(loc, limit)             # a regular file of at most limit bytes, before any read
+    create_dir(loc, fill)                      # a new directory, whole; refused if another wrote it first
     read_parquet, read_parquet_schema, open_parquet, write_parquet (atomic)
     write_files(loc, {name: data})             # several files of a directory, each whole (a site's pages)
     write_dir(loc, {name: data}, fill=...)     # a whole directory (a checkpoint), never seen half done:
@@ -40,7 +41,7 @@ The API, all taking a `Location` or anything `resolve` accepts:
 directories), `probe` (checks before work).
 """
 
-from abacus_ray.storage.dirs import download, upload, write_dir, write_files
+from abacus_ray.storage.dirs import create_dir, download, upload, write_dir, write_files
 from abacus_ray.storage.files import (
     MAX_TEXT_BYTES,
     check_parquet_file,
@@ -55,6 +56,7 @@ from abacus_ray.storage.files import (
     is_file,
     listdir,
     memory_limit,
+    naming_full_disk,
     not_a_file,
     open_parquet,
     read_bytes,
@@ -79,7 +81,7 @@ from abacus_ray.storage.probe import check_local_dir, probe
 
 __all__ = [
     "MAX_TEXT_BYTES", "Location", "StorageError", "check_local_dir", "check_parquet_file", "check_regular_file",
-    "memory_limit", "copy_file", "delete", "download", "driver_dir", "exists",
+    "memory_limit", "naming_full_disk", "copy_file", "create_dir", "delete", "download", "driver_dir", "exists",
     "file_info", "find", "glob", "is_dir", "is_file", "is_uri", "listdir", "local_path", "located", "not_a_file",
     "open_parquet", "probe", "read_bytes", "read_parquet", "read_parquet_schema", "read_text", "resolve",
     "safe_uri", "upload", "write_bytes", "write_dir", "write_files", "write_parquet", "write_text",

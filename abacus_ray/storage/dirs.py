@@ -24,6 +24,7 @@ is downloaded as it is.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -38,7 +39,13 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from abacus_ray.storage.files import write_bytes
+from abacus_ray.storage.files import (
+    listdir,
+    missing_dirs,
+    naming_full_disk,
+    remove_empty,
+    write_bytes,
+)
 from abacus_ray.storage.location import Location, resolve
 
 MANIFEST = ".abacus-ray-dir.json"  # an object-store directory's point of publication (see above)
@@ -77,15 +84,19 @@ def write_dir(target, files: Mapping[str, bytes | str] | None = None, *,
             _publish(Path(tmp), loc, last)
         return loc
     path = Path(loc.path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    made = missing_dirs(path.parent)
     try:
-        _fill(tmp, files, fill)
-        for f in sorted(p for p in tmp.rglob("*") if p.is_file()):
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
+        with naming_full_disk(path):  # a full disk names the directory asked for, not the temporary
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
+            _fill(tmp, files, fill)
+            _fsync_files(tmp)
         _swap_in(tmp, path, replace)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        remove_empty(made)  # nothing of a failed write is left, the directories made for it neither
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -273,3 +284,49 @@ def _swap_in(tmp: Path, path: Path, replace: bool) -> None:
     except OSError:
         if replace or not path.is_dir():  # not another writer's copy that won the rename
             raise
+
+
+def _fsync_files(root: Path) -> None:
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+
+
+def create_dir(target, fill: Callable[[Path], None], flag: str = "") -> Location:
+    """Create a directory that does not exist yet (or is empty), whole: `fill(tmp)` writes it
+    beside its place, which it then takes by one rename. Another process that created it meanwhile
+    wins: this one fails with a `FileExistsError` naming it (`flag` first) and leaves nothing, as
+    does any failure (a full disk names `target`); parent directories made for it are removed
+    again. On an object store (no rename) a prefix that holds anything is refused, then the
+    directory is uploaded."""
+    loc = resolve(target)
+    pre = f"{flag}: " if flag else ""
+    if not loc.local:
+        if listdir(loc):
+            raise FileExistsError(f"{pre}{loc.uri} exists and is not empty; choose a new directory")
+        with tempfile.TemporaryDirectory(prefix="abacus-ray-dir-") as tmp:
+            with naming_full_disk(loc.uri):
+                fill(Path(tmp))
+            upload(tmp, loc)
+        return loc
+    path = Path(loc.path)
+    made = missing_dirs(path.parent)
+    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        with naming_full_disk(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
+            fill(tmp)
+            _fsync_files(tmp)
+        try:
+            os.rename(tmp, path)  # fails on a directory that is not empty: another writer's
+        except OSError as e:
+            if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                raise FileExistsError(f"{pre}{path} exists and is not empty (written meanwhile by "
+                                      "another process); choose a new directory") from None
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        remove_empty(made)
+        raise
+    return loc

@@ -12,6 +12,8 @@ refused without being opened for reading, and so is a file larger than its kind 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fnmatch
 import os
 import posixpath
@@ -27,6 +29,7 @@ import pyarrow.parquet as pq
 from abacus_ray.storage.location import Location, StorageError, is_uri, resolve
 
 MAX_TEXT_BYTES = 16 << 20  # a JSON file of run data (config.json, meta.json, sweep.json): KB, at most MB
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no space, over quota, over the size limit
 KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
 
@@ -174,6 +177,31 @@ def read_text(target, limit: int = MAX_TEXT_BYTES) -> str:
     return read_bytes(target, limit).decode()
 
 
+@contextlib.contextmanager
+def naming_full_disk(path: str | Path):
+    """A write that finds the disk full (no space, over quota, over the file size limit) fails with
+    an OSError naming `path`, the place the caller was asked to write (the kernel's names none)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in DISK_FULL:
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
+
+
+def missing_dirs(path: str | Path) -> list[Path]:
+    """The directories that `os.makedirs(path)` would create, innermost first."""
+    path = Path(path)
+    return [p for p in (path, *path.parents) if not p.exists()]
+
+
+def remove_empty(dirs: list[Path]) -> None:
+    """Remove each of `dirs` (innermost first) that is still empty: what a failed write created."""
+    for d in dirs:
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
 def _tmp_sibling(path: str) -> str:
     return posixpath.join(posixpath.dirname(path), f".tmp-{uuid.uuid4().hex[:12]}-{posixpath.basename(path)}")
 
@@ -183,17 +211,21 @@ def write_bytes(target, data: bytes) -> Location:
     store one PUT (visible whole or not at all)."""
     loc = resolve(target)
     if loc.local:
-        os.makedirs(posixpath.dirname(loc.path), exist_ok=True)
+        made = missing_dirs(posixpath.dirname(loc.path))
         tmp = _tmp_sibling(loc.path)
         try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            with naming_full_disk(loc.path):
+                os.makedirs(posixpath.dirname(loc.path), exist_ok=True)
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
             os.replace(tmp, loc.path)
-        finally:
+        except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+            remove_empty(made)  # a failed write leaves no directory it made either
+            raise
         return loc
     with loc.fs.open_output_stream(loc.path) as fh:
         fh.write(data)
