@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from abacus_ray.config.dicts import check
 
-MAX_LENGTH = 100_000  # digits of an operand (training n, probe lengths); the grids' bound (evaluation/grids.py)
+# digits of an operand (training n, probe lengths); the grids' bound (evaluation/grids.py)
+MAX_LENGTH = 100_000
 MAX_ARRAY = 10_000  # numbers in a sorting problem
-MAX_LAYERS = 256  # distinct layers in the recurrent block (16x the paper's deepest; the model is built layer by layer)
+# distinct layers in the recurrent block (16x the paper's deepest; built layer by layer)
+MAX_LAYERS = 256
 MAX_RECURRENCES = 1_024  # applications of the block, in training or at test time
 MAX_HIDDEN = 65_536
 MAX_INTERMEDIATE = 262_144

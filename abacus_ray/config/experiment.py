@@ -37,8 +37,9 @@ class ExperimentConfig:
         if m.uses_abacus:
             need = m.max_k + t.longest_digit_run + 1
             check(m.abacus_table >= need, "model.abacus_table",
-                  f"{m.abacus_table} rows cannot hold max_k={m.max_k} + {t.longest_digit_run}-digit training "
-                  f"runs (+ row 0); set model.abacus_table >= {need}")
+                  f"{m.abacus_table} rows cannot hold max_k={m.max_k} + "
+                  f"{t.longest_digit_run}-digit training runs (+ row 0); "
+                  f"set model.abacus_table >= {need}")
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)

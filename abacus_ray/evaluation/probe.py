@@ -5,10 +5,11 @@ how far a model extrapolates shows in cells (n, n) beyond the training length lo
 final grid evaluation. Scoring is the teacher-forced exact match of the grid evaluator (one forward
 pass per batch, verdicts equal to greedy decoding's; `evaluation/teacher_forcing.py`), in fp32.
 
-The problems are a validation set: drawn with seed `eval.seed + 1` (`seeds.probe_seed`), so a search that selects on the
-probe never sees the problems the final grid evaluation scores. The training loop calls the probe in
-eval mode under a forked RNG and puts the model back in train mode (`training/loop.py`), so training
-with a probe gives the same weights as training without one (tests/test_training_loop.py).
+The problems are a validation set: drawn with seed `eval.seed + 1` (`seeds.probe_seed`), so a search
+that selects on the probe never sees the problems the final grid evaluation scores. The training
+loop calls the probe in eval mode under a forked RNG and puts the model back in train mode
+(`training/loop.py`), so training with a probe gives the same weights as training without one
+(tests/test_training_loop.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class Probe:
     def __init__(self, cfg: ExperimentConfig) -> None:
         ev = cfg.eval
         if not ev.probe_lengths:
-            raise ValueError("eval.probe_lengths: empty; give the diagonal lengths to probe, e.g. --set eval.probe_lengths=8,12,16")
+            raise ValueError("eval.probe_lengths: empty; give the diagonal lengths to probe, "
+                             "e.g. --set eval.probe_lengths=8,12,16")
         task = EVAL_TASKS.get(cfg.task.name, (cfg.task.name,))[0]  # addsub: probed on +
         self.cells: list[PreparedCell] = prepare(cfg, [Cell(task, n, n) for n in ev.probe_lengths],
                                                  ev.probe_per_cell, probe_seed(ev.seed))

@@ -20,10 +20,11 @@ def _clock(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, total_cells: int, total_work: float, label: str = "", *, stream: TextIO | None = None,
-                 enabled: bool = True, every_s: float = 5.0) -> None:
+    def __init__(self, total_cells: int, total_work: float, label: str = "", *,
+                 stream: TextIO | None = None, enabled: bool = True, every_s: float = 5.0) -> None:
         self.total_cells, self.total_work = total_cells, max(total_work, 1e-9)
-        self.label, self.stream, self.enabled, self.every_s = label, stream or sys.stderr, enabled, every_s
+        self.label, self.stream = label, stream or sys.stderr
+        self.enabled, self.every_s = enabled, every_s
         self.cells = 0
         self.work = 0.0
         self.start = time.monotonic()

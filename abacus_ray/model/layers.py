@@ -32,11 +32,12 @@ class GLUFeedForward(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, hidden: int, intermediate: int, heads: int, *, norm: str = "post", rope: bool = False,
-                 fire: bool = False, fire_max_length: int = 0) -> None:
+    def __init__(self, hidden: int, intermediate: int, heads: int, *, norm: str = "post",
+                 rope: bool = False, fire: bool = False, fire_max_length: int = 0) -> None:
         super().__init__()
         self.pre_norm = norm == "pre"
-        self.attn = CausalSelfAttention(hidden, heads, rope=rope, fire=fire, fire_max_length=fire_max_length)
+        self.attn = CausalSelfAttention(hidden, heads, rope=rope, fire=fire,
+                                        fire_max_length=fire_max_length)
         self.ffn = GLUFeedForward(hidden, intermediate)
         self.norm1 = layer_norm(hidden)
         self.norm2 = layer_norm(hidden)

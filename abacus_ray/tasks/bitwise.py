@@ -7,8 +7,8 @@ Cell (i, j) holds exactly min(i, j) problems, one per one-hot index t in 0..min(
     i = j: a fair coin decides which operand holds the one-hot.
 
 The answer W is the length-max(i, j) one-hot at t. The operator is written '+', as in the official
-data; vectors are left-aligned as written (no reversal applies). Word layout of one row: words[0] the
-one-hot index (when sampled), words[1] the coin. Padding reads `pad_words`.
+data; vectors are left-aligned as written (no reversal applies). Word layout of one row: words[0]
+the one-hot index (when sampled), words[1] the coin. Padding reads `pad_words`.
 """
 
 from __future__ import annotations

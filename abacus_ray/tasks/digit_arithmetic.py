@@ -2,7 +2,8 @@
 
 A batch of mixed (i, j) rows is one digit matrix per operand ([rows, n], least significant digit
 first, zeros past each operand's length). Carries and borrows run column by column over all rows at
-once, and token ids are scattered straight into the padded batch: no Python string or int per sample.
+once, and token ids are scattered straight into the padded batch: no Python string or int per
+sample.
 It reads the same words as `arithmetic.arithmetic_problems` (layout there), so both paths give
 identical batches; a test holds them to it.
 """

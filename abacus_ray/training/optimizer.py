@@ -41,8 +41,10 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
-def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | str = "cpu") -> torch.optim.AdamW:
-    """AdamW(lr, betas, eps, weight decay) over the two groups; fused kernels on CUDA, foreach on CPU.
+def build_optimizer(model: nn.Module, cfg: TrainConfig,
+                    device: torch.device | str = "cpu") -> torch.optim.AdamW:
+    """AdamW(lr, betas, eps, weight decay) over the two groups; fused kernels on CUDA, foreach on
+    CPU.
 
     The learning rate is set by the training loop before every step (the trapezoid schedule), so the
     initial `lr` here is only the peak it scales.
@@ -53,7 +55,8 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | s
     groups = [g for g in groups if g["params"]]
     fused = torch.device(device).type == "cuda"
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
-                             weight_decay=cfg.weight_decay, fused=fused or None, foreach=None if fused else True)
+                             weight_decay=cfg.weight_decay, fused=fused or None,
+                             foreach=None if fused else True)
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -42,9 +42,10 @@ def rng_state() -> dict:
 def set_rng_state(state: dict) -> None:
     """Restore what `rng_state` captured (CUDA states only where this process has the devices)."""
     torch.set_rng_state(state["torch"])
-    np.random.set_state(("MT19937", state["numpy_keys"].numpy().astype(np.uint32), state["numpy_pos"],
-                         state["numpy_has_gauss"], state["numpy_gauss"]))
-    random.setstate((state["python_version"], tuple(int(x) for x in state["python_internal"].tolist()),
+    np.random.set_state(("MT19937", state["numpy_keys"].numpy().astype(np.uint32),
+                         state["numpy_pos"], state["numpy_has_gauss"], state["numpy_gauss"]))
+    random.setstate((state["python_version"],
+                     tuple(int(x) for x in state["python_internal"].tolist()),
                      state["python_gauss"]))
     cuda = state.get("cuda")
     if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
@@ -53,8 +54,9 @@ def set_rng_state(state: dict) -> None:
 
 def every_rank_rng_state(process_group: object | None) -> list[dict]:
     """`rng_state()` of every rank of `process_group`, in rank order (this process's alone without
-    one): a collective, so every rank calls it at the same step. A checkpoint keeps them all, so each
-    rank of a resumed run continues its own streams (the initial-state noise) where it left them."""
+    one): a collective, so every rank calls it at the same step. A checkpoint keeps them all, so
+    each rank of a resumed run continues its own streams (the initial-state noise) where it left
+    them."""
     mine = rng_state()
     if process_group is None:
         return [mine]
