@@ -203,3 +203,27 @@ def test_a_run_directory_written_meanwhile_is_refused(places, offline, work, no_
                              "--out", "hostile places: two imports into one --out",
                              roots=[work, offline.parent])
     assert "not empty" in message
+
+
+# --- a cluster address without its token -----------------------------------------------------------
+
+@pytest.mark.parametrize("token", [None, "not-a-secret-token"])
+def test_a_cluster_that_cannot_be_joined_is_refused_first(token, offline, work,  # noqa: F811
+                                                         monkeypatch, no_ray):
+    """No token: refused naming --address and the ways to give one; a token but no head on the port:
+    refused naming --address (in seconds, no Ray started); the token is never echoed."""
+    monkeypatch.setenv("HOME", str(offline.parent))  # no ~/.ray/auth_token
+    for key in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS", "RAY_AUTH_MODE"):
+        monkeypatch.delenv(key, raising=False)
+    if token is not None:
+        monkeypatch.setenv("RAY_AUTH_TOKEN", token)
+    storage_dir = offline.parent / "sweeps"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    message = assert_refused(["sweep", "fig10_k", "--address", f"127.0.0.1:{closed}", "--storage",
+                              str(storage_dir), "--set", "train.max_steps=1"], "--address",
+                             "hostile places: a cluster without its token",
+                             roots=[work, offline.parent])
+    assert ("RAY_AUTH_TOKEN" in message) == (token is None), message
+    assert "not-a-secret-token" not in message and not storage_dir.exists()

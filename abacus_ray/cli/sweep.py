@@ -192,7 +192,19 @@ def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
     if parsed.tracking_uri is not None and (parsed.tracking != "mlflow" or "://" not in parsed.tracking_uri):
         raise ValueError(f"--tracking-uri: {storage.safe_uri(parsed.tracking_uri)!r} is not an MLflow server URI "
                          "(http://HOST:PORT) or --tracking is not mlflow")
+    _check_address(parsed.address)
     return storage.probe(parsed.storage, "--storage")  # one line and exit 2 for bad storage
+
+
+def _check_address(address: str | None) -> None:
+    """A cluster address (`--address`, else $RAY_ADDRESS) this process can join: a token to present
+    and a head that answers (`cluster.runtime.check_address`), before anything is created."""
+    from abacus_ray.cluster.runtime import check_address  # imports no Ray: environment and a port
+
+    if address is not None:
+        check_address(address, "--address")
+    elif os.environ.get("RAY_ADDRESS"):
+        check_address(os.environ["RAY_ADDRESS"], "--address (from RAY_ADDRESS)")
 
 
 def dry_run(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, trials: list[Trial]) -> int:

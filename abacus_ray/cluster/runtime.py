@@ -22,9 +22,11 @@ import contextlib
 import logging
 import os
 import secrets
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+PROBE_TIMEOUT_S = 3.0  # a head that does not accept a connection in this long is refused
 CLUSTER_ENV = {
     "RAY_AUTH_MODE": "token",  # the head, every node and every client must use the same mode and token
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -54,15 +56,52 @@ def configure_environment() -> None:
         os.environ.setdefault(key, value)
 
 
+def token_source() -> str | None:
+    """Where Ray would read this process's auth token from (never the token itself), or None."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "RAY_AUTH_TOKEN"
+    if os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return "RAY_AUTH_TOKEN_PATH"
+    if (Path.home() / ".ray" / "auth_token").is_file():
+        return "~/.ray/auth_token"
+    return None
+
+
 def ensure_token() -> None:
     """Give this process a token if token auth is on and Ray would find none (a fresh random one)."""
-    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
-        return
-    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
-        return
-    if (Path.home() / ".ray" / "auth_token").is_file():
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token" or token_source() is not None:
         return
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # 256 bits, as Ray's own generator
+
+
+def check_address(address: str | None, flag: str = "--address") -> None:
+    """Refuse, in one line naming `flag` and before anything is created, a cluster this process
+    cannot join: no auth token to present (token auth is on for every cluster, `CLUSTER_ENV`), a
+    token file that is not there, or a head that does not answer on its port within seconds. None
+    or "local" (the embedded Ray, which makes its own token) and "auto" pass. The token is never
+    read or printed."""
+    configure_environment()
+    if address in (None, "", "local", "auto"):
+        return
+    hint = ("set RAY_AUTH_TOKEN to the cluster's token, or RAY_AUTH_TOKEN_PATH to a file holding "
+            "it (or put it in ~/.ray/auth_token), as on the cluster's nodes")
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() == "token":
+        source = token_source()
+        if source is None:
+            raise ValueError(f"{flag}: {address}: no Ray auth token to join it with; {hint}")
+        path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+        if source == "RAY_AUTH_TOKEN_PATH" and not Path(path).expanduser().is_file():
+            raise ValueError(f"{flag}: {address}: RAY_AUTH_TOKEN_PATH names no file ({path}); "
+                             f"{hint}")
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{flag}: {address!r} is not HOST:PORT (or ray://HOST:PORT, auto, local)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as e:
+        raise ValueError(f"{flag}: cannot reach the Ray head at {host}:{port} ({e.strerror or e}); "
+                         "is the cluster up and the address its GCS port (ray start --head prints "
+                         "it)?") from None
 
 
 @contextlib.contextmanager
