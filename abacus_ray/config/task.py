@@ -27,8 +27,10 @@ class TaskConfig:
 
     def __post_init__(self) -> None:
         check_choice(self.name, "task.name", TASKS)
-        check(self.train_max_len >= 1, "task.train_max_len", f"must be >= 1, got {self.train_max_len}")
-        check(self.train_max_array >= 1, "task.train_max_array", f"must be >= 1, got {self.train_max_array}")
+        check(self.train_max_len >= 1, "task.train_max_len",
+              f"must be >= 1, got {self.train_max_len}")
+        check(self.train_max_array >= 1, "task.train_max_array",
+              f"must be >= 1, got {self.train_max_array}")
         bounds.check_at_most(self.train_max_len, bounds.MAX_LENGTH, "task.train_max_len")
         bounds.check_at_most(self.train_max_array, bounds.MAX_ARRAY, "task.train_max_array")
         check(0.0 <= self.pad_p < 1.0, "task.pad_p", f"must be in [0, 1), got {self.pad_p}")
@@ -46,7 +48,8 @@ class TaskConfig:
     def longest_digit_run(self) -> int:
         """Longest run of digit tokens in a training sample: what the Abacus table must cover."""
         n = self.train_max_len
-        return max(longest_digit_run(t, n, n, self.index_hints) for t in EVAL_TASKS.get(self.name, (self.name,)))
+        return max(longest_digit_run(t, n, n, self.index_hints)
+                   for t in EVAL_TASKS.get(self.name, (self.name,)))
 
 
 # A model trained on `addsub` is scored on + and - cells separately.
@@ -54,8 +57,9 @@ EVAL_TASKS = {"addsub": ("add", "sub")}
 
 
 def longest_digit_run(task: str, i: int, j: int, index_hints: str = "none") -> int:
-    """Longest run of digit tokens in a problem of cell (i, j) of `task` (operands of i and j digits; for
-    sorting i digits per number): the Abacus rows it needs at offset k = 0, row 0 not counted."""
+    """Longest run of digit tokens in a problem of cell (i, j) of `task` (operands of i and j
+    digits; for sorting i digits per number): the Abacus rows it needs at offset k = 0, row 0 not
+    counted."""
     if index_hints != "none":
         return 1  # every digit is preceded by a hint symbol
     return {"add": max(i, j) + 1, "sub": max(i, j), "mul": i + j, "or": max(i, j), "sort": i}[task]

@@ -1,18 +1,22 @@
-"""Regions of an evaluation grid relative to the training length (paper §3, docs/official-code.md §7.6-7.7).
+"""Regions of an evaluation grid relative to the training length.
+
+Paper §3; the official code's evaluation: docs/official-code.md §7.6-7.7.
 
 Every results row carries one region label, computed when the cell is scored:
 
 * +, -, x, bitwise OR (n = the model's `task.train_max_len`):
-  `id` both operands <= n (the red square); `ood` max(i, j) > n and both <= 100 (docs/official-code.md §7.7's
-  reading of [Q] 7: *at least one* operand longer than n); `ood100plus` max(i, j) > 100 (the 101-160
-  diagonal and the long diagonals).
-* sorting (i = max digits d, j = array length m; n_d = `task.train_max_len`, n_m = `task.train_max_array`):
+  `id` both operands <= n (the red square); `ood` max(i, j) > n and both <= 100
+  (docs/official-code.md §7.7's reading of [Q] 7: *at least one* operand longer than n);
+  `ood100plus` max(i, j) > 100 (the 101-160 diagonal and the long diagonals).
+* sorting (i = max digits d, j = array length m; n_d = `task.train_max_len`,
+  n_m = `task.train_max_array`):
   `id` d <= n_d and m <= n_m; `ood_digits` d > n_d, m <= n_m; `ood_array` d <= n_d, m > n_m;
   `ood_both` both larger.
 
 Summary *views* are the numbers the paper reports; each is a predicate over (region, i, j).
-Our reading of docs/official-code.md §7.6 [Q] for Tables 1-2 (the rows are not in the official code): every OOD view
-excludes the ID block, and the 24..30 corner that the official default skips is evaluated and counted.
+Our reading of docs/official-code.md §7.6 [Q] for Tables 1-2 (the rows are not in the official
+code): every OOD view excludes the ID block, and the 24..30 corner that the official default skips
+is evaluated and counted.
   - `ood_digits_30` "OOD (number length - 30)": d in n_d+1..30, m <= n_m
   - `ood_array_30`  "OOD (array length - 30)":  d <= n_d, m in n_m+1..30
   - `all_ood_30`    "All OOD (30x30)":          every cell of the 30x30 grid except ID
@@ -48,7 +52,8 @@ def region_of(task: str, i: int, j: int, n_train: int, n_train_array: int | None
     return "ood100plus"
 
 
-# A view: name -> predicate(region, i, j) -> bool. Plain functions so pandas and Ray Data can apply them.
+# A view: name -> predicate(region, i, j) -> bool. Plain functions, so pandas and Ray Data can apply
+# them.
 View = Callable[[str, int, int], bool]
 
 ARITH_VIEWS: dict[str, View] = {

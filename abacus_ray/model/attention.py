@@ -1,9 +1,10 @@
-"""Causal multi-head self-attention with optional RoPE or FIRE, through `scaled_dot_product_attention`.
+"""Causal multi-head self-attention with optional RoPE or FIRE, by `scaled_dot_product_attention`.
 
-No biases (docs/official-code.md §4.8). Q, K, V come from one fused [3H, H] projection laid out as [Q; K; V] blocks of
-H rows (torch MultiheadAttention's layout), so the DeepNorm init can give Q and K gain 1 and V the
-small gain as intended (the official sequence-first module splits per head and so mixes the gains;
-see `init.py`). Scores are scaled by 1/sqrt(head_dim) (= 1/8 for the paper's 64-dim heads).
+No biases (docs/official-code.md §4.8). Q, K, V come from one fused [3H, H] projection laid out as
+[Q; K; V] blocks of H rows (torch MultiheadAttention's layout), so the DeepNorm init can give Q and
+K gain 1 and V the small gain as intended (the official sequence-first module splits per head and
+so mixes the gains; see `init.py`). Scores are scaled by 1/sqrt(head_dim) (= 1/8 for the paper's
+64-dim heads).
 
 Masking: plain causal attention uses `is_causal=True` (the fused kernels); FIRE passes its bias with
 -inf above the diagonal as a float mask. With a KV cache the queries are the new tokens at absolute
@@ -36,10 +37,12 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, start: int = 0, past: KV | None = None, *,
                 cached: bool = False) -> tuple[Tensor, KV]:
-        """x [B, Sq, H] are the tokens at indices start..start+Sq-1; `past` their predecessors' (k, v).
+        """x [B, Sq, H] are the tokens at indices start..start+Sq-1; `past` their predecessors'
+        (k, v).
 
         `cached` (a KV cache is in use) turns randomised FIRE off: incremental decoding needs
-        positions that do not change between calls. Returns the output [B, Sq, H] and the (k, v) [B, heads, start+Sq, head_dim] for the cache.
+        positions that do not change between calls. Returns the output [B, Sq, H] and the (k, v)
+        [B, heads, start+Sq, head_dim] for the cache.
         """
         b, sq, _ = x.shape
         q, k, v = split_heads(self.qkv(x), self.heads)
@@ -50,7 +53,8 @@ class CausalSelfAttention(nn.Module):
             k = torch.cat((past[0], k), dim=2)
             v = torch.cat((past[1], v), dim=2)
         sk = k.shape[2]
-        mask, causal = self._mask(sq, sk, start, x.device, q.dtype, randomise=self.training and not cached)
+        mask, causal = self._mask(sq, sk, start, x.device, q.dtype,
+                                  randomise=self.training and not cached)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         return self.out(y.transpose(1, 2).reshape(b, sq, self.hidden)), (k, v)
 
@@ -58,7 +62,8 @@ class CausalSelfAttention(nn.Module):
               randomise: bool) -> tuple[Tensor | None, bool]:
         """(attn_mask, is_causal) for queries start..start+sq-1 over keys 0..sk-1."""
         if self.fire is not None:
-            pos = fire_positions(0, sk, device, randomise_to=self.fire_max_length if randomise else 0)
+            pos = fire_positions(0, sk, device,
+                                 randomise_to=self.fire_max_length if randomise else 0)
             bias = self.fire(pos[start:], pos)
             allowed = _allowed(sq, sk, start, device)
             return bias.masked_fill(~allowed, float("-inf")).to(dtype).unsqueeze(0), False

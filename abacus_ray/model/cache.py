@@ -2,10 +2,10 @@
 
 A looped L x R model applies each of its L layers R times, and every application sees a different
 residual state, so the cache holds one (key, value) pair per *layer application* (slot r*L + l), not
-per layer. It also keeps what the positions of the next tokens depend on: the token count (RoPE, FIRE
-and learned positions continue from it), each row's current digit-run length (an Abacus run that
-crosses the boundary keeps counting) and the Abacus offset used at prefill (so a whole decode uses
-one k, as one full forward would).
+per layer. It also keeps what the positions of the next tokens depend on: the token count (RoPE,
+FIRE and learned positions continue from it), each row's current digit-run length (an Abacus run
+that crosses the boundary keeps counting) and the Abacus offset used at prefill (so a whole decode
+uses one k, as one full forward would).
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ class KVCache:
             self.batch_size, self.recurrences = batch_size, recurrences
             return
         if batch_size != self.batch_size:
-            raise ValueError(f"cache: holds a batch of {self.batch_size} rows, input_ids has {batch_size}")
+            raise ValueError(f"cache: holds a batch of {self.batch_size} rows, "
+                             f"input_ids has {batch_size}")
         if recurrences != self.recurrences:
-            raise ValueError(f"recurrences: the cache was filled with {self.recurrences} recurrences, "
-                             f"this call asks for {recurrences}; use a new cache")
+            raise ValueError(f"recurrences: the cache was filled with {self.recurrences} "
+                             f"recurrences, this call asks for {recurrences}; use a new cache")
 
     def reset(self) -> None:
         self.slots.clear()
@@ -57,7 +58,8 @@ class KVCache:
                    for kv in self.slots if kv is not None for k, v in [kv])
 
     def to(self, device: torch.device | str) -> KVCache:
-        self.slots = [None if kv is None else (kv[0].to(device), kv[1].to(device)) for kv in self.slots]
+        self.slots = [None if kv is None else (kv[0].to(device), kv[1].to(device))
+                      for kv in self.slots]
         if self.abacus_run is not None:
             self.abacus_run = self.abacus_run.to(device)
         return self

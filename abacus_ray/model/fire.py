@@ -1,4 +1,6 @@
-"""FIRE: Functional Interpolation for Relative positions (docs/official-code.md §4.5), an additive attention bias.
+"""FIRE: Functional Interpolation for Relative positions, an additive attention bias.
+
+The official module: docs/official-code.md §4.5.
 
 Each attention layer owns one FIRE module (shared across recurrences because the layer is). For
 query position p_i and key position p_j the bias of head h is
@@ -24,8 +26,8 @@ FIRE_L0 = 512.0
 
 
 class FIRE(nn.Module):
-    def __init__(self, heads: int, width: int = FIRE_WIDTH, init_c: float = 0.1, init_l0: float = FIRE_L0,
-                 eps: float = 1e-6) -> None:
+    def __init__(self, heads: int, width: int = FIRE_WIDTH, init_c: float = 0.1,
+                 init_l0: float = FIRE_L0, eps: float = 1e-6) -> None:
         super().__init__()
         self.mlp = nn.Sequential(nn.Linear(1, width), nn.ReLU(), nn.Linear(width, heads))
         self.c = nn.Parameter(torch.tensor(init_c))
@@ -34,7 +36,7 @@ class FIRE(nn.Module):
         self.eps = eps
 
     def forward(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        """Bias [heads, Sq, Sk] for float positions `q_pos` [Sq] and `k_pos` [Sk] (shared by the batch)."""
+        """Bias [heads, Sq, Sk] for float positions `q_pos` [Sq] and `k_pos` [Sk], one per batch."""
         q_pos = q_pos.float()
         k_pos = k_pos.float()
         c = self.c.float()
@@ -44,7 +46,8 @@ class FIRE(nn.Module):
         return self.mlp((num / den[:, None]).unsqueeze(-1)).permute(2, 0, 1)
 
 
-def fire_positions(start: int, length: int, device: torch.device, *, randomise_to: int = 0) -> Tensor:
+def fire_positions(start: int, length: int, device: torch.device, *,
+                   randomise_to: int = 0) -> Tensor:
     """Positions of tokens start..start+length-1 (float), or a sorted random `length`-subset of
     {0..randomise_to-1} when `randomise_to > length` (randomised FIRE, training only, no cache)."""
     if randomise_to > length and start == 0:

@@ -1,9 +1,10 @@
-"""`generate`: the problems of one (i, j) cell, a pure function of (task, i, j, count, seed, variant).
+"""`generate`: the problems of one (i, j) cell, a pure function of (task, i, j, count, seed,
+variant).
 
-Tasks (docs/official-code.md §2): "add", "sub", "mul" and "addsub" (each problem '+' or '-' with probability
-1/2) take operands of exactly i and j digits; "sort" reads i as the max number of digits and j as
-the array length; "or" takes vector lengths i and j and has exactly min(i, j) distinct problems, all
-of which are returned (in one-hot order) when count >= min(i, j).
+Tasks (docs/official-code.md §2): "add", "sub", "mul" and "addsub" (each problem '+' or '-' with
+probability 1/2) take operands of exactly i and j digits; "sort" reads i as the max number of
+digits and j as the array length; "or" takes vector lengths i and j and has exactly min(i, j)
+distinct problems, all of which are returned (in one-hot order) when count >= min(i, j).
 
 The per-task modules (`arithmetic`, `sorting`, `bitwise`) turn a matrix of random words into
 problems; this module validates arguments, keys the words on a stable hash of the cell, and
@@ -79,11 +80,13 @@ def problems_from_words(task: str, i: int, j: int, words: np.ndarray, *, index_h
     `pad_words` ([rows, >= pad_words_needed]) is required when pad_p > 0.
     """
     if pad_p > 0 and (pad_words is None or pad_words.shape[0] != words.shape[0]):
-        raise ValueError("pad_words: one row of padding words per problem is required when pad_p > 0")
+        raise ValueError("pad_words: one row of padding words per problem is required when "
+                         "pad_p > 0")
     if task == "sort":
         return sorting.sort_problems(i, j, words, pad_p=pad_p, pad_words=pad_words)
     if task == "or":
-        return bitwise.or_problems(i, j, words, exhaustive=exhaustive, pad_p=pad_p, pad_words=pad_words)
+        return bitwise.or_problems(i, j, words, exhaustive=exhaustive, pad_p=pad_p,
+                                   pad_words=pad_words)
     return arithmetic.arithmetic_problems(task, i, j, words, index_hints=index_hints, pad_p=pad_p,
                                           pad_words=pad_words, hint_start=hint_start)
 
@@ -91,7 +94,8 @@ def problems_from_words(task: str, i: int, j: int, words: np.ndarray, *, index_h
 def cell_problems(domain: str, task: str, i: int, j: int, count: int, seed: int, *,
                   index_hints: str = "none", pad_p: float = 0.0,
                   hint_start: int | None = None) -> list[Problem]:
-    """Validated problems of cell (i, j) drawn from the word stream keyed on (domain, task, i, j, seed).
+    """Validated problems of cell (i, j) drawn from the word stream keyed on (domain, task, i, j,
+    seed).
 
     `count` is not in the key, so a smaller count yields a prefix of a larger one (except the
     exhaustive bitwise-OR case). The variant is not in the key either, and padding draws from a
@@ -104,7 +108,8 @@ def cell_problems(domain: str, task: str, i: int, j: int, count: int, seed: int,
     check_variant(task, i, j, index_hints, pad_p, hint_start)
     exhaustive = task == "or" and count >= min(i, j)
     rows = min(i, j) if exhaustive else count
-    words = row_words(stable_key(domain, task, i, j, seed), 0, rows, row_width(words_needed(task, i, j)))
+    words = row_words(stable_key(domain, task, i, j, seed), 0, rows,
+                      row_width(words_needed(task, i, j)))
     pad_words = None
     if pad_p > 0:
         pad_width = row_width(pad_words_needed(task, i, j, index_hints))

@@ -1,13 +1,15 @@
-"""Sorting (paper §4.3, A.2; docs/official-code.md §2.6): label each number, answer with the labels in ascending order.
+"""Sorting (paper §4.3, A.2; docs/official-code.md §2.6): label each number, answer with the labels
+in ascending order.
 
 A problem of cell (d, m) (d = max digits, m = array length) is
 
     "Q:5073,R:046,S:16456,T:97,U:94="  ->  "U,T,R,Q,S"        (values 3705, 640, 65461, 79, 49)
 
-Labels are m consecutive symbols of `SORT_LABELS` from a uniform random start, wrapping around. Unlike
-the official code (whose labels can be ',' or ':'), `SORT_LABELS` excludes the separators, so a label
-never reads as a separator. Element e has D_e ~ U{1..d} digits and a value uniform over D_e-digit
-integers, written reversed. The answer sorts by value; ties keep their input order (stable sort).
+Labels are m consecutive symbols of `SORT_LABELS` from a uniform random start, wrapping around.
+Unlike the official code (whose labels can be ',' or ':'), `SORT_LABELS` excludes the separators, so
+a label never reads as a separator. Element e has D_e ~ U{1..d} digits and a value uniform over
+D_e-digit integers, written reversed. The answer sorts by value; ties keep their input order (stable
+sort).
 
 Word layout of one row: words[0] label start; then per element e, words[1 + e(d+1)] its digit count
 and the next d words its digits (least significant first). Padding reads `pad_words`.
@@ -30,7 +32,7 @@ def check_sort_cell(d: int, m: int) -> None:
 
 
 def max_line_length(d: int, m: int) -> int:
-    """Longest prompt + answer: m x "L:" + d digits, m-1 commas, "=", then m labels and m-1 commas."""
+    """Longest prompt + answer: m x "L:" + d digits, m-1 commas, "=", m labels, m-1 commas."""
     return m * (2 + d) + (m - 1) + 1 + m + (m - 1)
 
 
@@ -59,7 +61,8 @@ def sort_problems(d: int, m: int, words: np.ndarray, *, pad_p: float = 0.0,
             texts.append(flat[k * d : k * d + counts[k]])
         values = [int_from_text(t[::-1]) for t in texts]
         order = sorted(range(m), key=values.__getitem__)  # stable: ties keep input order
-        prompt = ",".join(f"{label}:{text}" for label, text in zip(labels, texts, strict=True)) + "="
+        prompt = ",".join(f"{label}:{text}"
+                          for label, text in zip(labels, texts, strict=True)) + "="
         problem = Problem(prompt, ",".join(labels[e] for e in order))
         if pad_counts is not None:
             problem = pad_with_counts(problem, pad_counts[r])

@@ -1,8 +1,8 @@
 """Next-token cross-entropy on the answer: which targets are scored and how they are averaged.
 
-Paper-docs/official-code.md §4.13. The target at position t (predicted from t-1) is scored iff it is not PAD and,
-with `mask_before_equals` (every paper run but Fig. 16), it lies after the `=`: the answer digits
-and the EOS. Reductions:
+The official objective: docs/official-code.md §4.13. The target at position t (predicted from t-1)
+is scored iff it is not PAD and, with `mask_before_equals` (every paper run but Fig. 16), it lies
+after the `=`: the answer digits and the EOS. Reductions:
 * `mean`: token mean over the scored targets of the micro-batch (the default);
 * `none`: the official code's per-token loss averaged over the whole padded length S-1, then over
   the batch, i.e. sum(scored CE) / (B * (S-1)) (multiplication). The official tensors were padded to
@@ -19,7 +19,8 @@ from abacus_ray.config.train import REDUCTIONS
 from abacus_ray.tasks.tokenizer import PAD
 
 
-def scored_targets(input_ids: torch.Tensor, target_mask: torch.Tensor | None, mask_before_equals: bool) -> torch.Tensor:
+def scored_targets(input_ids: torch.Tensor, target_mask: torch.Tensor | None,
+                   mask_before_equals: bool) -> torch.Tensor:
     """Bool [B, S-1]: True where the target input_ids[:, 1:] counts in the loss."""
     if mask_before_equals:
         if target_mask is None:
@@ -28,9 +29,10 @@ def scored_targets(input_ids: torch.Tensor, target_mask: torch.Tensor | None, ma
     return input_ids[:, 1:] != PAD
 
 
-def loss_denominator(input_ids: torch.Tensor, target_mask: torch.Tensor | None, *, reduction: str = "mean",
-                     mask_before_equals: bool = True) -> int:
-    """What `reduction` divides the summed CE by: the scored targets (`mean`) or B * (S-1) (`none`)."""
+def loss_denominator(input_ids: torch.Tensor, target_mask: torch.Tensor | None, *,
+                     reduction: str = "mean", mask_before_equals: bool = True) -> int:
+    """What `reduction` divides the summed CE by: the scored targets (`mean`) or B * (S-1)
+    (`none`)."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction: {reduction!r} is not one of {', '.join(REDUCTIONS)}")
     if reduction == "mean":
@@ -49,7 +51,8 @@ def answer_loss(logits: torch.Tensor, input_ids: torch.Tensor, target_mask: torc
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction: {reduction!r} is not one of {', '.join(REDUCTIONS)}")
     if logits.dim() != 3 or logits.shape[:2] != input_ids.shape:
-        raise ValueError(f"logits: shape {tuple(logits.shape)} does not match input_ids {tuple(input_ids.shape)}")
+        raise ValueError(f"logits: shape {tuple(logits.shape)} does not match input_ids "
+                         f"{tuple(input_ids.shape)}")
     batch, seq = input_ids.shape
     scored = scored_targets(input_ids, target_mask, mask_before_equals)
     per_token = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),

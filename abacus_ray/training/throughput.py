@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-# Dense bf16/fp16 tensor-core peaks in TFLOP/s, matched against the CUDA device name (first hit wins).
+# Dense bf16/fp16 tensor-core peaks in TFLOP/s (data sheets), matched against the CUDA device name
+# (first hit wins).
 PEAK_TFLOPS = (
     ("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("GH200", 989.0), ("B200", 2250.0),
     ("A100", 312.0), ("A10G", 70.0), ("A10", 125.0), ("L40S", 362.0), ("L4", 121.0),
@@ -50,8 +51,8 @@ class Window:
     seq_len_sum: float = 0.0
     micro_batches: int = 0
 
-    def add_step(self, *, samples: int, tokens: int, positions: int, loss: float, seq_len_sum: float,
-                 micro_batches: int) -> None:
+    def add_step(self, *, samples: int, tokens: int, positions: int, loss: float,
+                 seq_len_sum: float, micro_batches: int) -> None:
         self.steps += 1
         self.samples += samples
         self.tokens += tokens
@@ -71,8 +72,9 @@ class Window:
         }
 
 
-def eta_seconds(fraction: float, fraction_at_start: float, session_elapsed_s: float) -> float | None:
-    """Seconds left at this session's average rate of budget consumption; None before any progress."""
+def eta_seconds(fraction: float, fraction_at_start: float,
+                session_elapsed_s: float) -> float | None:
+    """Seconds left at this session's average rate of budget use; None before any progress."""
     done = fraction - fraction_at_start
     if done <= 0:
         return None
