@@ -196,6 +196,19 @@ def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
     return storage.probe(parsed.storage, "--storage")  # one line and exit 2 for bad storage
 
 
+def _join(address: str) -> None:
+    """Connect to the cluster at `--address` now: a head that refuses the token (Ray retries, then
+    raises) is one line naming --address, and nothing of the sweep exists yet."""
+    from abacus_ray.cluster import runtime  # heavy: Ray, only for a sweep that really runs
+
+    try:
+        runtime.init(address)
+    except Exception as e:  # Ray's own exceptions: ConnectionError, RuntimeError, ...
+        raise ValueError(f"--address: cannot join the Ray cluster at {address} "
+                         f"({one_line(str(e))[:160]}); is RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH's "
+                         "file) the cluster's token?") from None
+
+
 def _check_address(address: str | None) -> None:
     """A cluster address (`--address`, else $RAY_ADDRESS) this process can join: a token to present
     and a head that answers (`cluster.runtime.check_address`), before anything is created."""
@@ -252,6 +265,8 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
     from abacus_ray.cluster.driver import failure_line, run_sweep  # heavy: Ray, only once a sweep really runs
     from abacus_ray.plan import cpu_price_words
 
+    if parsed.address is not None:  # joined before the sweep's directory is made
+        _join(parsed.address)
     local = storage.driver_dir(loc, sweep.name)  # the sweep's directory, or this machine's for a bucket
     leave_working_dir(local)
     home = parsed.tracking_uri or local
