@@ -1,8 +1,8 @@
 """Error analysis: how a wrong answer went wrong, from its first wrong token.
 
-Every engine knows, per problem, the answer position of the first wrong token and the token the model
-put there (teacher forcing: the argmax after the correct prefix, which is what greedy decoding emits
-there too). That is enough to sort a wrong answer into one of three classes:
+Every engine knows, per problem, the answer position of the first wrong token and the token the
+model put there (teacher forcing: the argmax after the correct prefix, which is what greedy decoding
+emits there too). That is enough to sort a wrong answer into one of three classes:
 
 * `length`: an extra or a missing digit: EOS where a digit belongs (early stop), or a digit where
   the EOS belongs (one more digit);
@@ -10,8 +10,8 @@ there too). That is enough to sort a wrong answer into one of three classes:
   that lost track of the carry; columns are counted from the least-significant digit, as written;
 * `other`: anything else (a wrong digit without a carry, a stray symbol, a wrong hint, ...).
 
-Cell rows count the classes (`n_carry_errors`, `n_length_errors`, `n_other_errors`) and keep one wrong
-problem as an example; sample rows carry the class of each problem (docs/results-schema.md).
+Cell rows count the classes (`n_carry_errors`, `n_length_errors`, `n_other_errors`) and keep one
+wrong problem as an example; sample rows carry the class of each problem (docs/results-schema.md).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def carries_into(prompt: str) -> list[bool] | None:
     """For a reversed addition prompt "A+B=" (least-significant digit first): whether each answer
     column receives a carry; None if the prompt is not a plain addition (hints, other operators)."""
     body = prompt.replace(" ", "")
-    if not body.endswith("=") or body.count("+") != 1 or any(c not in _DIGITS for c in body[:-1].replace("+", "")):
+    if (not body.endswith("=") or body.count("+") != 1
+            or any(c not in _DIGITS for c in body[:-1].replace("+", ""))):
         return None
     a, b = body[:-1].split("+")
     out, carry = [], 0
@@ -41,7 +42,8 @@ def carries_into(prompt: str) -> list[bool] | None:
     return out
 
 
-def error_class(task: str, prompt: str, target: list[int], first_wrong: int, got: int) -> str | None:
+def error_class(task: str, prompt: str, target: list[int], first_wrong: int,
+                got: int) -> str | None:
     """The class of a problem whose first wrong answer token is `got` at position `first_wrong` of
     `target` (answer ids + EOS); None for a correct problem (`first_wrong` = -1)."""
     if first_wrong < 0:
@@ -49,7 +51,8 @@ def error_class(task: str, prompt: str, target: list[int], first_wrong: int, got
     want = target[first_wrong] if first_wrong < len(target) else EOS
     if (want == EOS and got in _DIGIT_IDS) or (got == EOS and want in _DIGIT_IDS):
         return "length"
-    if task in ("add", "addsub") and want in _DIGIT_IDS and got in _DIGIT_IDS and (got - want) % 10 in (1, 9):
+    if (task in ("add", "addsub") and want in _DIGIT_IDS and got in _DIGIT_IDS
+            and (got - want) % 10 in (1, 9)):
         carries = carries_into(prompt)
         if carries is not None and first_wrong < len(carries) and carries[first_wrong]:
             return "carry"
@@ -75,7 +78,7 @@ class CellErrors:
 
 
 def cell_errors(outcome) -> CellErrors:
-    """Classes of an `engine.CellOutcome`'s problems (its `prepared` cell gives prompts and targets)."""
+    """Classes of an `engine.CellOutcome`'s problems (its `prepared` cell: prompts, targets)."""
     p = outcome.prepared
     table = p.tokenizer.id_to_char()
     classes, example = [], None
@@ -90,6 +93,9 @@ def cell_errors(outcome) -> CellErrors:
             want = target[fw] if fw < len(target) else EOS
 
             def show(t: int) -> str:
-                return "EOS" if t == EOS else table[t] if 0 <= t < len(table) and table[t].strip() else f"id {t}"
-            example = f"{p.prompts_text[r]} {p.answers_text[r]} | at {fw}: {show(got)} for {show(want)} ({cls})"
+                if t == EOS:
+                    return "EOS"
+                return table[t] if 0 <= t < len(table) and table[t].strip() else f"id {t}"
+            example = (f"{p.prompts_text[r]} {p.answers_text[r]} | at {fw}: {show(got)} "
+                       f"for {show(want)} ({cls})")
     return CellErrors(classes, list(outcome.first_wrong), example)

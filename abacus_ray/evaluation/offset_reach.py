@@ -1,4 +1,5 @@
-"""Fig. 10's view of a results directory: one row per Abacus offset k, with where its trained positions end.
+"""Fig. 10's view of a results directory: one row per Abacus offset k, with where its trained
+positions end.
 
 Fig. 10 trains the same model with several offsets k (`model.max_k`) on size-n data. During training
 the Abacus positions of an answer run up to n + 1 + k, so a model has trained embedding rows for the
@@ -25,22 +26,23 @@ N = "task.train_max_len"
 
 
 def positions_end(n_train: int, k: int) -> int:
-    """The first i = j length whose sum needs an Abacus row that training never reached (n + k + 1)."""
+    """The first i = j length whose sum needs an Abacus row training never reached (n + k + 1)."""
     return int(n_train) + int(k) + 1
 
 
 def offset_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """One row per model and eval settings, ordered by k: ID and OOD rates with Wilson intervals, the
-    diagonal's reach (>= 90 %) and zero-from length, and where the trained positions end.
+    """One row per model and eval settings, ordered by k: ID and OOD rates with Wilson intervals,
+    the diagonal's reach (>= 90 %) and zero-from length, and where the trained positions end.
 
     Raises naming the column if the rows lack the config columns of an Abacus model.
     """
     for col in (K, N, "model.positions"):
         if col not in cells.columns:
-            raise ValueError(f"results: no {col!r} column (Fig. 10's view needs Abacus models' config columns)")
+            raise ValueError(f"results: no {col!r} column (Fig. 10's view needs Abacus models' "
+                             "config columns)")
     if set(cells["model.positions"]) != {"abacus"}:
-        raise ValueError(f"results: model.positions {sorted(set(cells['model.positions']))}; Fig. 10's view "
-                         "compares Abacus offsets only")
+        raise ValueError(f"results: model.positions {sorted(set(cells['model.positions']))}; "
+                         "Fig. 10's view compares Abacus offsets only")
     keys = [k for k in MODEL_KEYS if k in cells.columns]
     rows = []
     for key, g in cells.groupby(keys, dropna=False, sort=False):
@@ -61,9 +63,10 @@ def format_offset_table(table: pd.DataFrame) -> str:
     """Plain text, one row per model in k order; rates as `% [95 % interval]`."""
     head = ["k", "n", "ID % [95 % CI]", "OOD % [95 % CI]", "reach >= 90 %", "0 % from",
             "trained positions end", "model_id"]
-    body = [[str(r.k), str(r.n), _fmt(r.id), _fmt(r.ood), _int(r.reach), _int(r.zero_from), str(r.end),
-             str(r.model_id)[:12]] for r in table.itertuples(index=False)]
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+    body = [[str(r.k), str(r.n), _fmt(r.id), _fmt(r.ood), _int(r.reach), _int(r.zero_from),
+             str(r.end), str(r.model_id)[:12]] for r in table.itertuples(index=False)]
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
+              for i, h in enumerate(head)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(b, widths, strict=True)) for b in body]
     return "\n".join(lines)

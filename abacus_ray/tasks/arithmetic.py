@@ -1,4 +1,6 @@
-"""Addition, subtraction, multiplication and the +/- mix (docs/official-code.md §2.1, §3.1): the exact reference path.
+"""Addition, subtraction, multiplication and the +/- mix: the exact reference path.
+
+The official generators: docs/official-code.md §2.1, §3.1.
 
 A row of a cell (i, j) reads its random words in this fixed layout, which the training stream's
 vectorised fast path (`digit_arithmetic`) shares, so both paths yield the same problems:
@@ -60,7 +62,7 @@ def words_needed(i: int, j: int) -> int:
 
 
 def check_hints(task: str, i: int, j: int, index_hints: str) -> None:
-    """Fail before drawing anything when a non-cyclic hint sequence could run past the symbol list."""
+    """Fail before drawing anything when a non-cyclic hint sequence could run past the symbols."""
     if index_hints == "none":
         return
     if task not in ("add", "sub", "addsub"):
@@ -73,10 +75,12 @@ def check_hints(task: str, i: int, j: int, index_hints: str) -> None:
 
 
 def operand_digits(words: np.ndarray, lengths, offsets, width: int) -> np.ndarray:
-    """Digit matrix [rows, width] (int64, least significant first) of exactly-`lengths`-digit operands.
+    """Digit matrix [rows, width] (int64, least significant first) of exactly-`lengths`-digit
+    operands.
 
-    Row r's digit t comes from words[r, offsets[r] + t]; the digit at t = lengths[r] - 1 is drawn from
-    1..9 and digits at t >= lengths[r] are 0. `lengths`/`offsets` are scalars or per-row arrays.
+    Row r's digit t comes from words[r, offsets[r] + t]; the digit at t = lengths[r] - 1 is drawn
+    from 1..9 and digits at t >= lengths[r] are 0. `lengths`/`offsets` are scalars or per-row
+    arrays.
     """
     rows = words.shape[0]
     lengths = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (rows,))[:, None]
@@ -120,7 +124,7 @@ def text_from_int(value: int) -> str:
 
 
 def reversed_answer(value: int) -> str:
-    """The answer in model format: digits reversed, so a minus sign moves to the end ("-811" -> "118-")."""
+    """The answer in model format: digits reversed, a minus sign at the end ("-811" -> "118-")."""
     text = text_from_int(abs(value))[::-1]
     return text + "-" if value < 0 else text
 
@@ -129,7 +133,8 @@ def _row_texts(digit_matrix: np.ndarray, lengths: np.ndarray) -> list[str]:
     """Row r's first lengths[r] digits as a string, in matrix (reversed-number) order."""
     width = digit_matrix.shape[1]
     flat = (digit_matrix + ord("0")).astype(np.uint8).tobytes().decode("ascii")
-    return [flat[k : k + n] for k, n in zip(range(0, len(flat), width), lengths.tolist(), strict=True)]
+    return [flat[k : k + n]
+            for k, n in zip(range(0, len(flat), width), lengths.tolist(), strict=True)]
 
 
 def arithmetic_problems(task: str, i, j, words: np.ndarray, *, index_hints: str = "none",
@@ -157,12 +162,13 @@ def arithmetic_problems(task: str, i, j, words: np.ndarray, *, index_hints: str 
     else:
         if hint_start is None:
             needed = np.maximum(np.maximum(i, j), [digit_count(c) for c in answers])
-            starts = bounded(words[r_all, i + j + 1], _hint_start_choices(needed, index_hints)).tolist()
+            starts = bounded(words[r_all, i + j + 1],
+                             _hint_start_choices(needed, index_hints)).tolist()
         else:
             most = max_hints(task, int(i.max()), int(j.max()))
             if index_hints == "noncyclic" and hint_start + most > len(HINT_SYMBOLS):
-                raise ValueError(f"hint_start: {hint_start} + up to {most} hints would wrap around the "
-                                 f"{len(HINT_SYMBOLS)} symbols")
+                raise ValueError(f"hint_start: {hint_start} + up to {most} hints would wrap around "
+                                 f"the {len(HINT_SYMBOLS)} symbols")
             starts = [hint_start] * rows
         rows_text = zip(a_texts, ops, b_texts, answers, starts, strict=True)
         problems = [hinted_problem(a, op, b, c, start) for a, op, b, c, start in rows_text]

@@ -1,10 +1,10 @@
 """Character tokenizers with the official code's ids (docs/official-code.md §1).
 
-Three vocabularies exist because the paper's parameter counts (Table 3) depend on the vocabulary size:
-`pad` (19 ids: +, -, x, bitwise OR), `index` (121 ids: index hints) and `sort` (118 ids: sorting).
-Ids 0..3 are [PAD], [UNK], [BOS], [EOS]; digits '0'..'9' are ids 4..13 in all three, which is what
-the Abacus embedding keys on. A space is encoded as [PAD] (id 0), as in the official code, so random
-padding (docs/official-code.md §2.3) is visible to the model but never a loss target.
+Three vocabularies exist because the paper's parameter counts (Table 3) depend on the vocabulary
+size: `pad` (19 ids: +, -, x, bitwise OR), `index` (121 ids: index hints) and `sort` (118 ids:
+sorting). Ids 0..3 are [PAD], [UNK], [BOS], [EOS]; digits '0'..'9' are ids 4..13 in all three, which
+is what the Abacus embedding keys on. A space is encoded as [PAD] (id 0), as in the official code,
+so random padding (docs/official-code.md §2.3) is visible to the model but never a loss target.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ SPECIALS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 DIGIT_IDS = range(4, 14)  # '0'..'9' in every vocabulary
 FIRST_DIGIT_ID, LAST_DIGIT_ID = DIGIT_IDS.start, DIGIT_IDS.stop - 1
 
-# The 102 hint symbols of the official generator, in order (docs/official-code.md §1.3): A-Z, a-z without 'x',
-# 25 punctuation marks, 26 Greek letters.
+# The 102 hint symbols of the official generator, in order (docs/official-code.md §1.3): A-Z, a-z
+# without 'x', 25 punctuation marks, 26 Greek letters.
 HINT_SYMBOLS: tuple[str, ...] = tuple(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     + "abcdefghijklmnopqrstuvwyz"
@@ -30,7 +30,8 @@ ARITH_CHARS = "0123456789+-x= "  # ids 4..18; the space id (18) is never emitted
 SORT_CHARS = "0123456789D,:= "  # ids 4..18 in the sort vocabulary
 SORT_SEPARATORS = (",", ":", "=")
 # Sorting labels: the hint symbols minus the separators, so a label never reads as a comma or colon
-# (the official code allows that collision; docs/official-code.md §2.6). 'D' stays a label: it has its own id already.
+# (the official code allows that collision; docs/official-code.md §2.6). 'D' stays a label: it has
+# its own id already.
 SORT_LABELS: tuple[str, ...] = tuple(s for s in HINT_SYMBOLS if s not in SORT_SEPARATORS)
 
 
@@ -51,7 +52,7 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of embedding rows, the never-emitted space id included (docs/official-code.md §1.1)."""
+        """Number of embedding rows, the never-emitted space id included (official-code.md §1.1)."""
         return len(SPECIALS) + len(self.chars)
 
     @property
@@ -81,7 +82,8 @@ class Tokenizer:
             if i < len(SPECIALS):
                 continue
             if i >= self.vocab_size:
-                raise ValueError(f"token id {i} is outside the {self.name!r} vocabulary (size {self.vocab_size})")
+                raise ValueError(f"token id {i} is outside the {self.name!r} vocabulary "
+                                 f"(size {self.vocab_size})")
             out.append(self.chars[i - len(SPECIALS)])
         return "".join(out)
 
@@ -105,4 +107,5 @@ def get_tokenizer(name: str) -> Tokenizer:
     try:
         return _TOKENIZERS[name]
     except KeyError:
-        raise ValueError(f"tokenizer: unknown name {name!r}; choose one of {sorted(_TOKENIZERS)}") from None
+        raise ValueError(f"tokenizer: unknown name {name!r}; "
+                         f"choose one of {sorted(_TOKENIZERS)}") from None

@@ -28,7 +28,8 @@ from abacus_ray.training.progressive import backprop_limit, expected_depths
 from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
 
 # One RTX A4000: dense fp16 tensor-core peak (NVIDIA's data sheet), and the share of it the official
-# fp16 code is taken to reach (docs/fidelity.md derives 0.30 from our H100 profile of the same model).
+# fp16 code is taken to reach, derived from an H100 profile of the same model (docs/fidelity.md,
+# "The budget: A4000-hours of model FLOPs").
 A4000_PEAK_FLOPS = 76.7e12
 A4000_UTILISATION = 0.30
 A4000_HOUR_FLOPS = A4000_PEAK_FLOPS * A4000_UTILISATION * 3600.0  # model FLOPs in one A4000-hour
@@ -45,8 +46,8 @@ def sample_flops(cfg: ExperimentConfig) -> float:
 
 
 def sample_limit(cfg: ExperimentConfig) -> tuple[int | None, float | None]:
-    """(The samples a run may consume, the model FLOPs of `train.budget_a4000_hours`): the smaller of
-    `train.max_samples` and the samples those FLOPs buy; None where unset."""
+    """(The samples a run may consume, the model FLOPs of `train.budget_a4000_hours`): the smaller
+    of `train.max_samples` and the samples those FLOPs buy; None where unset."""
     tc = cfg.train
     flops = None if tc.budget_a4000_hours is None else tc.budget_a4000_hours * A4000_HOUR_FLOPS
     limits = [] if tc.max_samples is None else [tc.max_samples]
@@ -56,22 +57,26 @@ def sample_limit(cfg: ExperimentConfig) -> tuple[int | None, float | None]:
 
 
 def budget_terms(cfg: ExperimentConfig, workers: int = 1) -> dict:
-    """What a budget means before a run: the A4000-hours, model FLOPs, samples and optimiser steps it
-    buys, and the device- and wall-hours limit on `workers` devices. For `--dry-run` and `train`."""
+    """What a budget means before a run: the A4000-hours, model FLOPs, samples and optimiser steps
+    it buys, and the device- and wall-hours limit on `workers` devices. For `--dry-run` and
+    `train`."""
     tc = cfg.train
     samples, flops = sample_limit(cfg)
     steps = tc.max_steps
     if samples is not None:
-        steps = _optimizer_steps(samples, tc.max_steps, tc.micro_batch * workers, tc.global_batch, tc.batch_ramp)
+        steps = _optimizer_steps(samples, tc.max_steps, tc.micro_batch * workers, tc.global_batch,
+                                 tc.batch_ramp)
     return {"a4000_hours": tc.budget_a4000_hours, "model_flops": flops, "samples": samples,
             "optimizer_steps": steps, "workers": workers, "device_hours": tc.budget_hours,
             "wall_hours": None if tc.budget_hours is None else tc.budget_hours / workers}
 
 
 @functools.lru_cache(maxsize=256)
-def _optimizer_steps(samples: int, max_steps: int | None, mbs_eff: int, global_batch: int, batch_ramp: float) -> int:
-    """Optimiser steps until `samples` are seen: the ramp follows the sample fraction, so step through it
-    (exact, no clock); cached, as a sweep's trials mostly share one schedule (seeds, embeddings)."""
+def _optimizer_steps(samples: int, max_steps: int | None, mbs_eff: int, global_batch: int,
+                     batch_ramp: float) -> int:
+    """Optimiser steps until `samples` are seen: the ramp follows the sample fraction, so step
+    through it (exact, no clock); cached, as a sweep's trials mostly share one schedule (seeds,
+    embeddings)."""
     steps = seen = 0
     while seen < samples and (max_steps is None or steps < max_steps):
         batch = ramped_batch_size(seen / samples, global_batch, mbs_eff, batch_ramp)
@@ -110,13 +115,14 @@ class Budget:
         return time.perf_counter() - self._started
 
     def session_elapsed_s(self) -> float:
-        """Wall seconds of this session; under DDP the value all ranks agreed on last (see `sync`)."""
+        """Wall seconds of this session; under DDP the value all ranks agreed on last (`sync`)."""
         if self._elapsed_override is not None:
             return self._elapsed_override
         return self.local_elapsed_s()
 
     def set_session_elapsed(self, seconds: float) -> None:
-        """Adopt an agreed elapsed time (rank 0's) so every rank takes the same schedule and stop decisions."""
+        """Adopt an agreed elapsed time (rank 0's) so every rank takes the same schedule and stop
+        decisions."""
         self._elapsed_override = float(seconds)
 
     @property
@@ -124,8 +130,8 @@ class Budget:
         return self.hours_before + self.session_elapsed_s() / 3600.0 * self.world_size
 
     def fraction(self) -> float:
-        """f = max(device_hours / budget_hours, step / max_steps, samples / max_samples) over the limits
-        set (`max_samples` here includes the A4000-hour budget, `sample_limit`)."""
+        """f = max(device_hours / budget_hours, step / max_steps, samples / max_samples) over the
+        limits set (`max_samples` here includes the A4000-hour budget, `sample_limit`)."""
         parts = [] if self.budget_hours is None else [self.device_hours / self.budget_hours]
         if self.max_steps is not None:
             parts.append(self.step / self.max_steps)

@@ -24,10 +24,12 @@ def rank_and_world(process_group: Any | None) -> tuple[int, int]:
     return dist.get_rank(process_group), dist.get_world_size(process_group)
 
 
-def wrap_ddp(model: nn.Module, device: torch.device, process_group: Any, *, find_unused: bool = False) -> nn.Module:
+def wrap_ddp(model: nn.Module, device: torch.device, process_group: Any, *,
+             find_unused: bool = False) -> nn.Module:
     """DDP around `model`; gradients are all-reduced only when `no_sync` is not active."""
     device_ids = [device.index] if device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids, process_group=process_group,
+    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids,
+                                               process_group=process_group,
                                                find_unused_parameters=find_unused)
 
 
@@ -35,7 +37,8 @@ def agree(values: list[float], *, rank: int, process_group: Any | None, device: 
           from_rank0: int = 0) -> list[float]:
     """Sum `values` over ranks, except the first `from_rank0` entries, which take rank 0's value.
 
-    With no process group the values come back unchanged (no device synchronisation beyond `.tolist`).
+    With no process group the values come back unchanged (no device synchronisation beyond
+    `.tolist`).
     """
     if process_group is None:
         return [float(v) for v in values]
@@ -76,18 +79,20 @@ def _collective_device(process_group: Any, device: torch.device) -> torch.device
     return device if dist.get_backend(process_group) == "nccl" else torch.device("cpu")
 
 
-def global_denominator(local: int, rows: int, seq_len: int, *, reduction: str, world: int, process_group: Any,
-                       device: torch.device) -> torch.Tensor | int:
+def global_denominator(local: int, rows: int, seq_len: int, *, reduction: str, world: int,
+                       process_group: Any, device: torch.device) -> torch.Tensor | int:
     """The loss denominator of the whole global micro-batch (see `objective.loss_denominator`).
 
-    `mean`: scored targets summed over ranks; `none`: B_global * (S_global - 1), S_global the longest
-    rank's padded length, as if one process had padded the global micro-batch. Without DDP: `local`.
-    The result stays on the device (no host synchronisation).
+    `mean`: scored targets summed over ranks; `none`: B_global * (S_global - 1), S_global the
+    longest rank's padded length, as if one process had padded the global micro-batch. Without DDP:
+    `local`. The result stays on the device (no host synchronisation).
     """
     if process_group is None or world == 1:
         return local
-    value, op = (local, dist.ReduceOp.SUM) if reduction == "mean" else (seq_len - 1, dist.ReduceOp.MAX)
-    t = torch.tensor([float(value)], dtype=torch.float32, device=_collective_device(process_group, device))
+    value, op = ((local, dist.ReduceOp.SUM) if reduction == "mean"
+                 else (seq_len - 1, dist.ReduceOp.MAX))
+    t = torch.tensor([float(value)], dtype=torch.float32,
+                     device=_collective_device(process_group, device))
     dist.all_reduce(t, op=op, group=process_group)
     if reduction != "mean":
         t = t * (rows * world)

@@ -1,19 +1,22 @@
-"""Progressive loss: the recurrent model's truncated-BPTT training objective (docs/official-code.md §4.13).
+"""Progressive loss: the recurrent model's truncated-BPTT training objective.
 
-Per micro-batch the official code draws n ~ U{0..R-1} recurrences to run without gradient and then
-k ~ U{1..min(R-n, M)} with gradient (M = `max_backprop`, default max(R//2, 1)), and scores that one
-pass. With alpha < 1 a full pass (n = R-M, k = M) is mixed in: loss = (1-alpha) L_full + alpha L_prog.
-With the paper's alpha = 1 the full pass is never computed, so e.g. a 1x16 model back-propagates
-through at most 8 recurrences and reaches its full depth only 17 % of the time. `throttle` is a
-constant loss multiplier (1 + min(R/4, M/2)) / M, not a per-recurrence gradient division.
+The official objective: docs/official-code.md §4.13.
 
-Draws come from a generator seeded by (run seed, micro-batch index, rank) (`seeds.micro_batch_generator`),
-not from the global RNG,
-so a resumed run redraws exactly what it would have drawn. By default each DDP rank draws its own depth
-and Abacus offset for its slice of a global micro-batch, as the official code does (every rank seeded
-with seed + 10 x rank: eight workers see eight offsets per step); `train.worker_draws=shared` keys
-every rank's generator on rank 0, so the whole global micro-batch shares one draw. Rank 0 draws the
-same either way, so a single worker is unaffected.
+Per micro-batch the official code draws n ~ U{0..R-1} recurrences to run without gradient and
+then k ~ U{1..min(R-n, M)} with gradient (M = `max_backprop`, default max(R//2, 1)), and scores
+that one pass. With alpha < 1 a full pass (n = R-M, k = M) is mixed in:
+loss = (1-alpha) L_full + alpha L_prog. With the paper's alpha = 1 the full pass is never
+computed, so e.g. a 1x16 model back-propagates through at most 8 recurrences and reaches its full
+depth only 17 % of the time. `throttle` is a constant loss multiplier (1 + min(R/4, M/2)) / M, not
+a per-recurrence gradient division.
+
+Draws come from a generator seeded by (run seed, micro-batch index, rank)
+(`seeds.micro_batch_generator`), not from the global RNG, so a resumed run redraws exactly what it
+would have drawn. By default each DDP rank draws its own depth and Abacus offset for its slice of a
+global micro-batch, as the official code does (every rank seeded with seed + 10 x rank: eight
+workers see eight offsets per step); `train.worker_draws=shared` keys every rank's generator on rank
+0, so the whole global micro-batch shares one draw. Rank 0 draws the same either way, so a single
+worker is unaffected.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from abacus_ray.model.positions import OffsetDraw
 
 
 class Call(NamedTuple):
-    """One forward pass of a micro-batch: weight in the loss, no-grad recurrences n, grad recurrences k."""
+    """One forward pass of a micro-batch: weight in the loss, no-grad recurrences n, grad
+    recurrences k."""
 
     weight: float
     n: int
@@ -36,7 +40,8 @@ class Call(NamedTuple):
 
 
 def backprop_limit(recurrences: int, max_backprop: int | None = None) -> int:
-    """M: how many recurrences at most carry gradient; max(R//2, 1) unless configured, never above R."""
+    """M: how many recurrences at most carry gradient; max(R//2, 1) unless configured, never above
+    R."""
     if recurrences < 1:
         raise ValueError(f"recurrences: must be >= 1, got {recurrences}")
     limit = max_backprop if max_backprop is not None else max(recurrences // 2, 1)
@@ -89,7 +94,8 @@ def depth_distribution(recurrences: int, limit: int) -> dict[tuple[int, int], Fr
 
 def expected_depths(recurrences: int, limit: int, alpha: float = 1.0) -> tuple[float, float]:
     """(E[total recurrences], E[grad recurrences]) of one micro-batch under the progressive loss
-    (plus the full pass when alpha < 1): what its FLOPs are counted at (MFU, the A4000-hour budget)."""
+    (plus the full pass when alpha < 1): what its FLOPs are counted at (MFU, the A4000-hour
+    budget)."""
     dist = depth_distribution(recurrences, limit)
     total = sum(float(p) * (n + k) for (n, k), p in dist.items()) if alpha != 0 else 0.0
     grad = sum(float(p) * k for (n, k), p in dist.items()) if alpha != 0 else 0.0

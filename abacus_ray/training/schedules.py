@@ -1,10 +1,10 @@
 """The paper's budget-keyed schedules: the trapezoid learning rate and the batch-size ramp.
 
-Both are functions of the budget fraction f in [0, 1] only (docs/official-code.md §6.3, §6.5). The official
-code turns f into an integer "fake step" out of 12 million and applies its formulas to that; we do the
-same, in the same floating-point order, so the quantised values match the official code's worked examples
-(e.g. micro-batch 512: f = 0.3 gives 4096, not 4608). Because they depend on f alone, a resumed run
-continues exactly the schedule it left.
+Both are functions of the budget fraction f in [0, 1] only (docs/official-code.md §6.3, §6.5). The
+official code turns f into an integer "fake step" out of 12 million and applies its formulas to
+that; we do the same, in the same floating-point order, so the quantised values match the official
+code's worked examples (e.g. micro-batch 512: f = 0.3 gives 4096, not 4608). Because they depend on
+f alone, a resumed run continues exactly the schedule it left.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ def fake_step(fraction: float) -> int:
     return max(0, math.floor(fraction * FAKE_STEPS))
 
 
-def lr_multiplier(fraction: float, warmup: float = 0.1, cooldown: float = 0.1, *, first_call: bool = False) -> float:
+def lr_multiplier(fraction: float, warmup: float = 0.1, cooldown: float = 0.1, *,
+                  first_call: bool = False) -> float:
     """Trapezoid: linear warm-up over `warmup` of the budget, plateau at 1, linear cool-down to 0.
 
     `first_call` forces fake step 0 (the official scheduler's very first call), so the first
@@ -39,7 +40,8 @@ def lr_multiplier(fraction: float, warmup: float = 0.1, cooldown: float = 0.1, *
     return 1.0
 
 
-def ramped_batch_size(fraction: float, global_batch: int, micro_batch_eff: int, ramp: float = 0.6) -> int:
+def ramped_batch_size(fraction: float, global_batch: int, micro_batch_eff: int,
+                      ramp: float = 0.6) -> int:
     """Batch size after an optimiser step: one effective micro-batch growing to `global_batch`.
 
     `micro_batch_eff` is the micro-batch times the world size. The ramp is linear over the first
@@ -63,5 +65,6 @@ def accumulation_steps(batch_size: int, micro_batch_eff: int) -> int:
     """Micro-batches per optimiser step: the official engine steps once accumulated samples reach
     the batch size, so a batch that is not a multiple of the micro-batch rounds up."""
     if batch_size < 1 or micro_batch_eff < 1:
-        raise ValueError(f"batch_size: {batch_size} and micro_batch_eff {micro_batch_eff} must be >= 1")
+        raise ValueError(f"batch_size: {batch_size} and micro_batch_eff {micro_batch_eff} "
+                         "must be >= 1")
     return -(-batch_size // micro_batch_eff)
