@@ -21,15 +21,12 @@ from abacus_ray import trial_status
 from abacus_ray.config import ExperimentConfig, preset
 from abacus_ray.config.dicts import flatten
 from abacus_ray.seeds import search_rng
+from abacus_ray.sweep_dir import SweepDir
 
 # Trials one sweep command may expand to: 10x the largest paper figure's (fig9_data_size, 108 on the
 # paper preset). Every trial is a Tune trial with its own directory, checkpoints and MLflow run, and
 # the expansion builds and validates every config, so the bound also keeps `--dry-run` quick.
 MAX_TRIALS = 1_000
-SEARCH_FILE = "search.parquet"  # a search's reports, beside results/ (cluster/search.py)
-# The trial timeline (where and when each trial ran, cluster/timeline.py), beside results/, under
-# the name existing sweeps hold it by.
-TIMELINE_FILE = "cluster.parquet"
 
 
 @dataclass(frozen=True)
@@ -213,7 +210,7 @@ def best_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
     (cluster/search.py): the highest last probe, ties to the earlier-run trial."""
     finished = [r for r in rows if r["status"] == trial_status.FINISHED and r["last"] is not None]
     if not finished:
-        raise ValueError("search.parquet: no trial of the search ran its whole budget; "
+        raise ValueError(f"{SweepDir.SEARCH}: no trial of the search ran its whole budget; "
                          "nothing to confirm")
     best = max(enumerate(finished), key=lambda ir: (ir[1]["last"], -ir[0]))[1]
     return json.loads(best["params"])

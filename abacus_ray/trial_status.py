@@ -6,7 +6,7 @@
   weights (its final report carries `diverged_at_step`);
 * `error`: the trial raised (after Tune's retries).
 
-The sweep's closing line, `search.parquet`, `cluster.parquet`, the dashboard and `--confirm` take a
+The sweep's closing line, `search.parquet`, `timeline.parquet`, the dashboard and `--confirm` take a
 trial's status from `status`. The driver also keeps the sweep's *trial record*, `trials.parquet`
 beside `results/`: one row per trial with its status and the checkpoint it left (relative to the
 sweep's directory), so that `eval-all` knows, without Ray, which checkpoints a sweep scored (only
@@ -23,7 +23,6 @@ import pyarrow as pa
 
 FINISHED, STOPPED, DIVERGED, ERROR = "finished", "stopped", "diverged", "error"
 STATUSES = (FINISHED, STOPPED, DIVERGED, ERROR)
-TRIALS_FILE = "trials.parquet"  # the trial record, beside the sweep's results/
 
 RECORD_SCHEMA = pa.schema([
     ("run", pa.string()),  # the trial's run name, e.g. fig10_k/max_k=25_seed=0

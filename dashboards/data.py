@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from abacus_ray.evaluation.aggregate import MODEL_KEYS
 from abacus_ray.evaluation.places import results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells
 from abacus_ray.storage import Location
+from abacus_ray.sweep_dir import SweepDir
 
 # Config columns that never define a condition: the run's own name and where it ran.
 NOT_CONDITION = ("name", "seed")
@@ -50,11 +52,12 @@ def signature(path: str | Path | Location) -> tuple:
     return tuple(out)
 
 
-def sweep_table(cells: pd.DataFrame, name: str) -> pd.DataFrame | None:
-    """A table the sweep of these cells keeps beside its results (`search.parquet`, `cluster.parquet`), or
-    None when the sweep wrote none. The results may sit on a local disk or in an object store."""
+def sweep_table(cells: pd.DataFrame, table: Callable[[SweepDir], Location]) -> pd.DataFrame | None:
+    """A table the sweep of these cells keeps beside its results (`table`: its search table, its
+    timeline), or None when the sweep wrote none. The results may sit on a local disk or in an
+    object store."""
     for d in sorted(set(cells["results_dir"])):
-        path = storage.resolve(d).parent / name
+        path = table(SweepDir.of(storage.resolve(d).parent))
         if storage.is_file(path):
             return storage.read_parquet(path).to_pandas()
     return None
@@ -62,13 +65,15 @@ def sweep_table(cells: pd.DataFrame, name: str) -> pd.DataFrame | None:
 
 def sweep_dir_name(results_dir: Path | Location) -> str:
     """The sweep a results directory belongs to when its rows carry no sweep-style run id."""
-    return results_dir.parent.name if results_dir.name == "results" and results_dir.parent.name else UNNAMED_SWEEP
+    sweep = SweepDir.holding(storage.resolve(results_dir))
+    return sweep.name if sweep is not None else UNNAMED_SWEEP
 
 
 def sweep_preset(results_dir: Path | Location) -> str | None:
     """The preset recorded in the sweep root's `sweep.json` (written by the cluster driver), if any."""
     try:
-        return json.loads(storage.read_text(storage.resolve(results_dir).parent / "sweep.json")).get("preset")
+        spec = SweepDir.of(storage.resolve(results_dir).parent).spec
+        return json.loads(storage.read_text(spec)).get("preset")
     except (OSError, ValueError, AttributeError):
         return None
 

@@ -16,14 +16,13 @@ from typing import Any
 import pandas as pd
 
 from abacus_ray import trial_status
-from abacus_ray.sweep import SEARCH_FILE
 from dashboards.data import sweep_table
 from dashboards.html import Raw, fmt_int, fmt_pct, table
 
 
 def load_search(cells: pd.DataFrame) -> pd.DataFrame | None:
     """The search reports of the sweep whose cells these are, or None when it ran no search."""
-    return sweep_table(cells, SEARCH_FILE)
+    return sweep_table(cells, lambda sweep: sweep.search)
 
 
 def _short(run: str) -> str:

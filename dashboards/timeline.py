@@ -1,7 +1,7 @@
 """The trial timeline of a sweep page (its "Cluster" view): which node ran which trial when (a Gantt chart), and how busy
 each node's trial slots were.
 
-A sweep run through the Ray layer leaves `cluster.parquet` beside its `results/` (written by
+A sweep run through the Ray layer leaves `timeline.parquet` beside its `results/` (written by
 `abacus_ray/cluster/timeline.py`: one row per trial with its node, requested resources, start and
 end). Each node gets as many lanes as it ran trials at once; a bar is one trial, coloured by the
 kind of resource it asked for (a custom resource standing for a GPU kind, or CPU). The same figure
@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from abacus_ray import storage, trial_status
-from abacus_ray.sweep import TIMELINE_FILE
+from abacus_ray.sweep_dir import SweepDir
 from dashboards.data import sweep_table
 from dashboards.html import Raw, fmt_int, table
 
@@ -27,8 +27,9 @@ COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 
 def load_timeline(cells: pd.DataFrame) -> pd.DataFrame | None:
-    """The trial placements of the sweep whose cells these are, or None when none were recorded."""
-    return sweep_table(cells, TIMELINE_FILE)
+    """The trial placements of the sweep whose cells these are, or None when none were recorded
+    (read under the timeline's older name too)."""
+    return sweep_table(cells, SweepDir.timeline_to_read)
 
 
 def kind(resources: str) -> str:

@@ -139,6 +139,7 @@ def test_eval_all_never_looks_above_the_place_it_was_given(tmp_path, capsys, no_
 def test_eval_all_scores_what_the_sweep_scored(tmp_path, capsys, no_ray):
     from abacus_ray import storage, trial_status
     from abacus_ray.evaluation.places import EvaluationPlace
+    from abacus_ray.sweep_dir import SweepDir
 
     sweep = write_sweep(tmp_path, "s")
     for t in "abcd":
@@ -149,7 +150,7 @@ def test_eval_all_scores_what_the_sweep_scored(tmp_path, capsys, no_ray):
         "it when its trials end; rerun the sweep's command to finish it, then eval-all")
     # a finished, b stopped, c diverged, d error
     statuses = dict(zip("abcd", trial_status.STATUSES, strict=True))
-    storage.write_parquet(sweep / trial_status.TRIALS_FILE, trial_status.record_table(
+    storage.write_parquet(sweep / SweepDir.TRIALS, trial_status.record_table(
         {"run": f"s/{t}", "status": st, "checkpoint": f"train/train-{t}/step-000000001"}
         for t, st in statuses.items()))
     assert _eval_all_models(sweep) == [["train/train-a/step-000000001"]]

@@ -17,13 +17,15 @@ from pathlib import Path
 
 from abacus_ray import storage
 from abacus_ray.cli import CLIError
+from abacus_ray.sweep_dir import SweepDir
 
 
 def default_out(loc: storage.Location) -> Path:
-    """`dashboard/` beside a results directory, or inside a sweep or storage root; for an object-store
-    URI, a directory on this machine (`storage.driver_dir`), printed."""
-    root = loc.parent if loc.name == "results" else loc
-    return storage.driver_dir(root, "dashboard")
+    """The sweep's dashboard (`SweepDir.dashboard`) of a sweep's results directory or root, else
+    `dashboard/` inside the storage root given; for an object-store URI, a directory on this
+    machine (`storage.driver_dir`), printed."""
+    sweep = SweepDir.holding(loc) or SweepDir.at(loc)
+    return sweep.dashboard if sweep is not None else storage.driver_dir(loc, SweepDir.DASHBOARD)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -30,6 +30,7 @@ from abacus_ray.config.dicts import with_overrides
 from abacus_ray.evaluation.grids import resolve_grid_names
 from abacus_ray.evaluation.places import evaluation_places
 from abacus_ray.evaluation.results import done_keys
+from abacus_ray.sweep_dir import SweepDir
 
 DEFAULT_GRIDS = ("paper-100plus",)
 MAX_RECORD_BYTES = 16 << 20  # a trial record: about 100 bytes a trial, at most `sweep.MAX_TRIALS`
@@ -79,7 +80,7 @@ def find_models(root) -> list:
 def sweep_models(root: storage.Location, include: frozenset[str]) -> list:
     """The checkpoints a sweep's trial record lists for the statuses in `include` (finished: what
     the sweep itself scored). A sweep without its record (its trials never all ended) is refused."""
-    path = root / trial_status.TRIALS_FILE
+    path = SweepDir.of(root).trials
     info = storage.file_info(path)
     if not storage.is_file(path):
         raise FileNotFoundError(f"{path}: no trial record: a sweep writes it when its trials "

@@ -27,9 +27,10 @@ import pyarrow as pa
 from abacus_ray import figures, storage
 from abacus_ray.config import PRESETS, preset
 from abacus_ray.evaluation.claims import Claim, Verdict, judge
-from abacus_ray.evaluation.places import RESULTS_DIR, SWEEP_FILE, results_dirs
+from abacus_ray.evaluation.places import results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells_table
 from abacus_ray.storage import Location
+from abacus_ray.sweep_dir import SweepDir
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,7 +79,8 @@ def claim_for(sweep: str | None, cells: pd.DataFrame) -> Claim | None:
 
 def verdict(results: Location, cells: pd.DataFrame) -> Verdict | None:
     """The verdict of the figure claim that `results` answer, or None where no figure claims them."""
-    claim = claim_for(results.parent.name if results.name == RESULTS_DIR else None, cells)
+    sweep = SweepDir.holding(results)
+    claim = claim_for(sweep.name if sweep is not None else None, cells)
     return judge(claim, cells) if claim is not None else None
 
 
@@ -91,9 +93,10 @@ def sweep_conclusion(results: Location) -> str | None:
 
 
 def _sweep_record(results: Location) -> dict | None:
-    path = results.parent / SWEEP_FILE
-    if results.name != RESULTS_DIR or not storage.exists(path):
+    sweep = SweepDir.holding(results)
+    if sweep is None or not storage.exists(sweep.spec):
         return None
+    path = sweep.spec
     try:
         return json.loads(storage.read_text(path))
     except json.JSONDecodeError as e:
@@ -114,7 +117,8 @@ def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
     lines = ["| sweep | figure | claim | verdict | evidence | scale | trials |", "|---|---|---|---|---|---|---|"]
     for results, cells in places:
         record = _sweep_record(results)
-        name = results.parent.name if results.name == RESULTS_DIR else str(results)
+        sweep = SweepDir.holding(results)
+        name = sweep.name if sweep is not None else str(results)
         found = verdict(results, cells)
         models = cells["model_id"].nunique()
         trials = f"{models}/{len(record['trials'])}" if record and record.get("trials") else str(models)

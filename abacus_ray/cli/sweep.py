@@ -22,8 +22,9 @@ from typing import Any
 from abacus_ray import figures, storage
 from abacus_ray.cli import ArgumentParser, check_num_cpus, guarded, leave_working_dir, one_line, parse_args
 from abacus_ray.config.dicts import parse_set
-from abacus_ray.evaluation.grids import resolve_grid_names
-from abacus_ray.sweep import SEARCH_FILE, Search, Sweep, Trial, best_point
+from abacus_ray.evaluation.grids import Grid, resolve_grid_names
+from abacus_ray.sweep import Search, Sweep, Trial, best_point
+from abacus_ray.sweep_dir import SweepDir
 from abacus_ray.training.budget import budget_terms
 
 
@@ -137,7 +138,7 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
 def confirmation(sweep: Sweep, args: argparse.Namespace, loc: storage.Location) -> Sweep:
     """`--confirm`: the search's best finished point (highest last probe) under `loc` (the probed
     `--storage`) as a plain sweep to retrain."""
-    path = loc / sweep.name / SEARCH_FILE
+    path = SweepDir(loc, sweep.name).search
     if not storage.is_file(path):
         raise FileNotFoundError(2, f"no finished search of {sweep.name} to confirm (run it first)", str(path))
     return sweep.confirmation(args.preset, best_point(storage.read_parquet(path).to_pylist()))
@@ -176,9 +177,13 @@ def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None)
         if args.max_trials < 1:
             raise ValueError(f"--max-trials: must be >= 1, got {args.max_trials}")
         trials = trials[: args.max_trials]
-    for t in trials:  # `--grid` values included: they are every trial's eval.grids
-        resolve_grid_names(t.config.eval.grids)
     return trials
+
+
+def eval_grids(trials: list[Trial]) -> dict[tuple[str, ...], list[Grid]]:
+    """Every trial's `eval.grids` (`--grid` values included) resolved, once: a bad name is one line
+    before anything runs, and the driver scores on these."""
+    return {t.config.eval.grids: resolve_grid_names(t.config.eval.grids) for t in trials}
 
 
 def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
@@ -246,6 +251,7 @@ def run(sweep: Sweep, argv: list[str]) -> int:
         sweep = confirmation(sweep, parsed, loc)
     search = search_of(sweep, parsed)
     trials = expand(sweep, parsed, search)
+    grids = eval_grids(trials)
     loc = loc or check_before_ray(parsed)
     if parsed.dry_run:
         return dry_run(sweep, parsed, search, trials)
@@ -256,44 +262,44 @@ def run(sweep: Sweep, argv: list[str]) -> int:
 
         gpus = torch.cuda.device_count()  # what the embedded Ray finds, as the driver will decide
         check_fits_here([t.config.replace(cluster=t.config.cluster.resolved(gpus)) for t in trials])
-    return run_on_ray(sweep, parsed, search, trials, loc)
+    return run_on_ray(sweep, parsed, search, trials, loc, grids)
 
 
 def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, trials: list[Trial],
-               loc: storage.Location) -> int:
-    """Train and evaluate the trials on Ray under `loc` (the probed `--storage`), then build the dashboard."""
+               loc: storage.Location, grids: dict[tuple[str, ...], list[Grid]]) -> int:
+    """Train and evaluate the trials on Ray under `loc` (the probed `--storage`) on `grids`, then
+    build the dashboard."""
     from abacus_ray.cluster.driver import failure_line, run_sweep  # heavy: Ray, only once a sweep really runs
     from abacus_ray.plan import cpu_price_words
 
     if parsed.address is not None:  # joined before the sweep's directory is made
         _join(parsed.address)
-    local = storage.driver_dir(loc, sweep.name)  # the sweep's directory, or this machine's for a bucket
-    leave_working_dir(local)
-    home = parsed.tracking_uri or local
+    dirs = SweepDir(loc, sweep.name)
+    leave_working_dir(dirs.local)  # the sweep's directory, or this machine's for a bucket
     if parsed.tracking == "mlflow" and not loc.local:
-        print(f"{sweep.name}: MLflow store {home if parsed.tracking_uri else local / 'mlflow.db'} (SQLite cannot "
-              "live in a bucket: it stays on this machine)", file=sys.stderr)
-    failures: dict[str, str] = {}
-    root = run_sweep(sweep.name, parsed.preset, trials, storage=loc, address=parsed.address,
-                     evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
-                     eval_recurrences=sweep.eval_recurrences_for(parsed.preset), tracking=parsed.tracking,
-                     search=search, failures=failures, tracking_home=home,
-                     price=cpu_price_words)  # trials on CPUs: their cost in the first line
-    if not parsed.no_dashboard and storage.is_dir(root / "results"):
+        store = parsed.tracking_uri or dirs.tracking / SweepDir.TRACKING_STORE
+        print(f"{sweep.name}: MLflow store {store} (SQLite cannot live in a bucket: it stays on this "
+              "machine)", file=sys.stderr)
+    found = run_sweep(sweep.name, parsed.preset, trials, storage=loc, grids=grids,
+                      address=parsed.address, evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
+                      eval_recurrences=sweep.eval_recurrences_for(parsed.preset),
+                      tracking=parsed.tracking, search=search, tracking_uri=parsed.tracking_uri,
+                      price=cpu_price_words)  # trials on CPUs: their cost in the first line
+    if not parsed.no_dashboard and storage.is_dir(dirs.results):
         from abacus_ray.cli.summary import claim_for  # the figure's claim, for the index's verdict
         from dashboards.build import build_site  # heavy: pandas and plotly, only for a finished sweep
 
-        site = build_site(root / "results", local / "dashboard", claim_for)
+        site = build_site(dirs.results, dirs.dashboard, claim_for)
         print(f"{sweep.name}: dashboard {site}", file=sys.stderr)
-    print(f"{sweep.name}: results in {root}")
-    if not parsed.no_eval and storage.is_dir(root / "results"):
+    print(f"{sweep.name}: results in {dirs.root}")
+    if not parsed.no_eval and storage.is_dir(dirs.results):
         from abacus_ray.cli.summary import sweep_conclusion  # pandas, only for a sweep with results
 
-        conclusion = sweep_conclusion(root / "results")  # the figure's claim, decided by these results
+        conclusion = sweep_conclusion(dirs.results)  # the figure's claim, decided by these results
         if conclusion is not None:
             print(conclusion)
-    if failures:  # the last line: which trials failed and why (the others' results are in place)
-        print(failure_line(sweep.name, len(trials), failures), file=sys.stderr)
+    if found.failures:  # the last line: which trials failed and why (the others' results are in place)
+        print(failure_line(sweep.name, len(trials), found.failures), file=sys.stderr)
         return 1
     return 0
 

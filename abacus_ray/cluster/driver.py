@@ -2,9 +2,8 @@
 
 `{storage}` is a `abacus_ray.storage.Location`: a local directory (one machine, or a mount every node
 sees: checked by `cluster/shared_dir.py`) or an object-store URI, handed to Tune and Train as their
-`storage_path` + `storage_filesystem`. Layout under `{storage}/{sweep}/`: `sweep.json` (the expanded trials' resolved configs; a rerun must
-match it), `tune/` (Tune's experiment state, what `Tuner.restore` reads), `train/` (one Ray Train run
-per trial, holding its checkpoints) and `results/` (the Parquet dataset). Rerunning the same command
+`storage_path` + `storage_filesystem`. The files and folders under `{storage}/{sweep}/` are named by
+`abacus_ray.sweep_dir.SweepDir` (`sweep.json`, `tune/`, `train/`, `results/`, ...). Rerunning the same command
 resumes: finished trials are kept, unfinished ones continue from their latest checkpoint, and only
 missing cells are evaluated. The trials arrive expanded (`abacus_ray.sweep.Sweep.expand`); each one's
 `ExperimentConfig` object travels to its trial and its evaluation unchanged, once an unset
@@ -16,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +38,13 @@ from abacus_ray.cluster.trial import run_name as trial_run_name
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.identity import sweep_change
-from abacus_ray.evaluation.grids import resolve_grid_names
+from abacus_ray.evaluation.grids import Grid
 from abacus_ray.evaluation.results import write_table
 from abacus_ray.evaluation.work import Source, work_items
 from abacus_ray.model.checkpoint import latest_checkpoint
 from abacus_ray.storage import Location
 from abacus_ray.sweep import Search, Trial
+from abacus_ray.sweep_dir import SweepDir
 
 MAX_TRIAL_FAILURES = 3  # a trial whose driver died (its node lost) restarts, resuming its Train run
 
@@ -57,13 +57,13 @@ def trial_resources(cfg: ExperimentConfig) -> tune.PlacementGroupFactory:
     return tune.PlacementGroupFactory([worker_bundle(cfg.cluster)])
 
 
-def _check_same_sweep(root: Location, spec: dict[str, Any]) -> None:
+def _check_same_sweep(dirs: SweepDir, spec: dict[str, Any]) -> None:
     """Refuse a `--storage` whose sweep.json records another sweep (what counts: `config.identity`)."""
-    path = root / "sweep.json"
+    path = dirs.spec
     if storage_module.exists(path):
         change = sweep_change(json.loads(storage_module.read_text(path)), spec)
         if change is not None:
-            raise ValueError(f"--storage: {root} holds a different sweep: {change}; to start this one, give "
+            raise ValueError(f"--storage: {dirs.root} holds a different sweep: {change}; to start this one, give "
                              "another --storage (or delete that directory)")
     else:
         storage_module.write_text(path, json.dumps(spec, indent=2, sort_keys=True))  # atomic: rename or one PUT
@@ -100,15 +100,15 @@ def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
     return f"{name}: " + "; ".join(parts)
 
 
-def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConfig], root: Location,
+def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConfig], dirs: SweepDir,
            tracking: str, search: Search | None, home: Path | str, limit: int) -> tune.Tuner:
     """A new Tuner over the expanded points (at most `limit` at once), or the sweep's own restored from
     its storage."""
-    train_path, fs = (root / "train").ray_storage  # RAY: Train's storage_path + storage_filesystem
+    train_path, fs = dirs.train.ray_storage  # RAY: Train's storage_path + storage_filesystem
     trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
         tune.with_parameters(run_trial, configs=by_name, storage=train_path, filesystem=fs),
         lambda params: trial_resources(by_name[params["run"]]))
-    exp = root / "tune"
+    exp = dirs.tune
     if tune.Tuner.can_restore(exp.path, storage_filesystem=fs):
         print(f"{name}: resuming {exp}", file=sys.stderr)
         return tune.Tuner.restore(exp.path, trainable, resume_errored=True,  # RAY: resume the sweep
@@ -126,7 +126,8 @@ def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConf
         tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
             points_to_evaluate=points, max_concurrent=limit),
             scheduler=scheduler(search, trials) if search is not None else None),  # RAY: ASHA
-        run_config=tune.RunConfig(name="tune", storage_path=root.path, storage_filesystem=fs, verbose=1,
+        run_config=tune.RunConfig(name=exp.name, storage_path=dirs.root.path, storage_filesystem=fs,
+                                  verbose=1,
                                   failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES),
                                   callbacks=tracking_callbacks(tracking, home, name, by_name)),
     )
@@ -156,7 +157,7 @@ def _checkpoint_of(result, root: Location) -> Location | None:
     if path is not None:
         return root.at(path)  # its URI on an object store: what the evaluators and MLflow get
     if metrics.get("trial_id"):  # fall back to the Train run's newest checkpoint in storage
-        found = latest_checkpoint(root / "train" / f"train-{metrics['trial_id']}")
+        found = latest_checkpoint(SweepDir.of(root).train_run(metrics["trial_id"]))
         return storage_module.resolve(found) if found is not None else None
     return None
 
@@ -211,32 +212,34 @@ def search_line(name: str, total: int, outcome: Outcome, table: Location) -> str
 
 
 def write_trial_record(root: Location, outcome: Outcome) -> Location:
-    """`{root}/trials.parquet`, atomically: what `eval-all` reads to score what the sweep scored."""
-    return write_table(root / trial_status.TRIALS_FILE, trial_status.record_table(outcome.record))
+    """The sweep's trial record (`SweepDir.trials`), atomically: what `eval-all` reads to score what
+    the sweep scored."""
+    return write_table(SweepDir.of(root).trials, trial_status.record_table(outcome.record))
 
 
-def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
-              tracking: str = "mlflow", search: Search | None = None,
-              failures: dict[str, str] | None = None,
-              tracking_home: Path | str | None = None,
-              price: Price | None = None) -> list[tuple[Source, ExperimentConfig]]:
-    """Fit (or resume) every trial through Tune; returns the final checkpoints of finished trials.
+@dataclasses.dataclass(frozen=True)
+class SweepRun:
+    """What a sweep found: its directory, every trial's status (`trial_status`) and why each trial
+    that failed failed (an evaluation stopped by lost actors under `EVALUATION`)."""
 
-    With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and the
-    search's reports are written to `search.parquet`; only trials that ran their whole budget are returned.
-    A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by Ray's memory
-    monitor, say) does not stop the others: it lands in `failures` (run name -> reason) when given, else
-    in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the MLflow store (a local
-    directory, or a server's URI), by default `root` on a local disk. First, an unset
-    `cluster.use_gpu` becomes the cluster's choice on every trial, said in one line with `price`
-    (`cluster/devices.py`).
-    """
+    dirs: SweepDir
+    statuses: dict[str, str]
+    failures: dict[str, str]
+
+    @property
+    def root(self) -> Location:
+        return self.dirs.root
+
+
+def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir, tracking: str,
+           search: Search | None, home: Path | str, price: Price | None) -> Outcome:
+    """Fit (or resume) every trial through Tune; write the trial record, the timeline and a
+    search's table; end the trials' MLflow runs. Returns what became of every trial."""
     trials = resolve_devices(name, trials, price)  # before placement, sweep.json and any trial
     by_name = {t.name: t.config for t in trials}
-    home = tracking_home or root.as_path()
     limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
-    _check_same_sweep(root, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
-    tuner = _tuner(name, trials, by_name, root, tracking, search, home, limit)
+    _check_same_sweep(dirs, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
+    tuner = _tuner(name, trials, by_name, dirs, tracking, search, home, limit)
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
     watch.start()
     try:
@@ -247,64 +250,86 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
         raise
     finally:
         watch.stop()
-    outcome = _collect(grid, root, by_name)
-    write_trial_record(root, outcome)  # each trial's status and checkpoint: trials.parquet
-    write_timeline(root, grid, by_name)  # where and when each trial ran: cluster.parquet
-    finished, errors = outcome.finished, outcome.reasons
+    outcome = _collect(grid, dirs.root, by_name)
+    write_trial_record(dirs.root, outcome)  # each trial's status and checkpoint
+    write_timeline(dirs, grid, by_name)  # where and when each trial ran
     stopped = outcome.having(trial_status.STOPPED, trial_status.FINISHED)  # FINISHED: no checkpoint
     unfinished = stopped
     if search is not None:
-        table = write_search(root, grid, trials, search)
+        table = write_search(dirs.root, grid, trials, search)
         print(search_line(name, len(trials), outcome, table), file=sys.stderr)
         unfinished = []  # stopping the weaker trials is the search's work, not a failure
     if tracking == "mlflow":
-        close_runs(home, name, {**{f: "finished" for f in finished}, **{f: "stopped" for f in stopped},
-                                **{f: "failed" for f in errors}})
+        close_runs(home, name, {**{f: "finished" for f in outcome.finished},
+                                **{f: "stopped" for f in stopped},
+                                **{f: "failed" for f in outcome.reasons}})
     if unfinished:
         print(f"{name}: {len(unfinished)} trial(s) did not finish: {', '.join(unfinished)}",
               file=sys.stderr)
+    return outcome
+
+
+def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
+              tracking: str = "mlflow", search: Search | None = None,
+              failures: dict[str, str] | None = None,
+              tracking_home: Path | str | None = None,
+              price: Price | None = None) -> list[tuple[Source, ExperimentConfig]]:
+    """Fit (or resume) every trial through Tune under the sweep directory `root`; returns the final
+    checkpoints of finished trials.
+
+    With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and the
+    search's reports are written to its table; only trials that ran their whole budget are returned.
+    A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by Ray's memory
+    monitor, say) does not stop the others: it lands in `failures` (run name -> reason) when given, else
+    in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the MLflow store (a local
+    directory, or a server's URI), by default `SweepDir.tracking`. First, an unset
+    `cluster.use_gpu` becomes the cluster's choice on every trial, said in one line with `price`
+    (`cluster/devices.py`).
+    """
+    dirs = SweepDir.of(root)
+    outcome = _train(name, preset_name, trials, dirs, tracking, search,
+                     tracking_home or dirs.tracking, price)
     if failures is not None:
-        failures.update(errors)
-    elif errors:
-        print(failure_line(name, len(trials), errors), file=sys.stderr)
-    return list(finished.values())
+        failures.update(outcome.reasons)
+    elif outcome.reasons:
+        print(failure_line(name, len(trials), outcome.reasons), file=sys.stderr)
+    return list(outcome.finished.values())
 
 
 def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Location,
-              address: str | None = None, evaluate: bool = True, num_cpus: int | None = None,
-              eval_recurrences: tuple[int, ...] = (), tracking: str = "mlflow", search: Search | None = None,
-              failures: dict[str, str] | None = None, tracking_home: Path | str | None = None,
-              price: Price | None = None) -> Location:
-    """Train and evaluate one figure's sweep; returns its directory (a `storage.Location`: a local path or
-    an object-store URI). Each finished trial is scored on its own config's `eval` settings (trials with
-    equal settings share one Ray Data pass). A local storage directory must be one every node sees
-    (`shared_dir`); `tracking_home` is where MLflow's store is (`train_all`).
+              grids: Mapping[tuple[str, ...], Sequence[Grid]], address: str | None = None,
+              evaluate: bool = True, num_cpus: int | None = None,
+              eval_recurrences: tuple[int, ...] = (), tracking: str = "mlflow",
+              search: Search | None = None, tracking_uri: str | None = None,
+              price: Price | None = None) -> SweepRun:
+    """Train and evaluate one figure's sweep under `storage` (the probed `--storage`); returns what
+    it found (`SweepRun`: its directory, a local path or an object-store URI, every trial's status,
+    the failures). Each finished trial is scored on its own config's `eval` settings, on `grids`
+    (every trial's `eval.grids`, resolved once by the caller); trials with equal settings share one
+    Ray Data pass. A local storage directory must be one every node sees (`shared_dir`). MLflow logs
+    to `tracking_uri` when given, else to the sweep's own store (`SweepDir.tracking`).
 
-    Trials that failed (and an evaluation stopped by lost actors) go into `failures` when given (the
-    caller prints `failure_line`), else into a closing line on stderr; the finished trials are still
-    evaluated."""
-    root = storage / name  # `--storage`, resolved once by the command line
-    for t in trials:  # fail on a bad grid name before training anything
-        resolve_grid_names(t.config.eval.grids)
+    A trial that failed, or an evaluation stopped by lost actors, does not stop the others: the
+    finished trials are still evaluated, and the caller says what failed (`failure_line`)."""
+    dirs = SweepDir(storage, name)
     runtime.init(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
-    if root.local:  # before anything trains: a node that cannot see it would fail only at the end
-        check_every_node_sees(root.parent.as_path(), "--storage")
-    home = tracking_home or root.as_path()
-    failed: dict[str, str] = {} if failures is None else failures
-    finished = train_all(name, preset_name, trials, root, tracking, search, failures=failed,
-                         tracking_home=home, price=price)
+    if dirs.root.local:  # before anything trains: a node that cannot see it would fail only at the end
+        check_every_node_sees(storage.as_path(), "--storage")
+    home = tracking_uri or dirs.tracking
+    outcome = _train(name, preset_name, trials, dirs, tracking, search, home, price)
+    failures = dict(outcome.reasons)
+    finished = list(outcome.finished.values())
     try:
-        _evaluate(name, root, finished if evaluate else [], eval_recurrences, tracking, home)
+        _evaluate(name, dirs, finished if evaluate else [], grids, eval_recurrences, tracking, home)
     except ray.exceptions.RayError as e:  # RAY: evaluator actors lost on every attempt (memory monitor, nodes)
-        failed[EVALUATION] = failure_reason(e)
-    if failures is None and failed:
-        print(failure_line(name, len(trials), failed), file=sys.stderr)
-    return root
+        failures[EVALUATION] = failure_reason(e)
+    return SweepRun(dirs, dict(outcome.statuses), failures)
 
 
-def _evaluate(name: str, root: Location, finished: list[tuple[Source, ExperimentConfig]],
-              eval_recurrences: tuple[int, ...], tracking: str, home: Path | str) -> None:
+def _evaluate(name: str, dirs: SweepDir, finished: list[tuple[Source, ExperimentConfig]],
+              grids: Mapping[tuple[str, ...], Sequence[Grid]], eval_recurrences: tuple[int, ...],
+              tracking: str, home: Path | str) -> None:
     """Score every finished trial on its own eval settings, then log the region means to its MLflow run."""
     if finished:
         groups: dict[Any, list[Source]] = {}
@@ -313,9 +338,9 @@ def _evaluate(name: str, root: Location, finished: list[tuple[Source, Experiment
         for eval_cfg, sources in groups.items():
             for r in eval_recurrences or (None,):
                 cfg_r = dataclasses.replace(eval_cfg, recurrences=r)
-                work = work_items(sources, resolve_grid_names(eval_cfg.grids), cfg_r, root / "results")
-                report = evaluate_on_ray(work, cfg_r, root / "results")
+                work = work_items(sources, list(grids[eval_cfg.grids]), cfg_r, dirs.results)
+                report = evaluate_on_ray(work, cfg_r, dirs.results)
                 print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
                       f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)
         if tracking == "mlflow":
-            log_evaluation(home, name, finished, root / "results")
+            log_evaluation(home, name, finished, dirs.results)

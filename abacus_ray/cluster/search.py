@@ -24,7 +24,8 @@ from ray.tune.schedulers import ASHAScheduler
 from abacus_ray import trial_status
 from abacus_ray.cluster.trial import run_name
 from abacus_ray.evaluation.results import write_table
-from abacus_ray.sweep import SEARCH_FILE, Search, Trial
+from abacus_ray.sweep import Search, Trial
+from abacus_ray.sweep_dir import SweepDir
 
 
 def scheduler(search: Search, trials: Sequence[Trial]) -> ASHAScheduler:
@@ -70,7 +71,7 @@ SCHEMA = pa.schema([("run", pa.string()), ("trial_id", pa.string()), ("status", 
 def write_search_rows(root: Path, rows: Sequence[dict[str, Any]], metric: str) -> Path:
     """Write (replace) `{root}/search.parquet` from `search_rows`-shaped rows, atomically."""
     table = pa.Table.from_pylist(list(rows), schema=SCHEMA).replace_schema_metadata({"metric": metric})
-    return write_table(root / SEARCH_FILE, table)
+    return write_table(root / SweepDir.SEARCH, table)
 
 
 def write_search(root: Path, grid: ResultGrid, trials: Sequence[Trial], search: Search) -> Path:

@@ -1,8 +1,8 @@
-"""Where and when each trial ran: the sweep's `cluster.parquet`, one row per trial.
+"""Where and when each trial ran: the sweep's `timeline.parquet`, one row per trial.
 
 A trial puts its node (Ray's node id, of its rank-0 worker), the wall time it started and the
 time of each report into its reports (`cluster/trial.py`); after Tune finishes, the driver writes
-the last of them with the trial's requested resources as `{sweep}/cluster.parquet`. That is the
+the last of them with the trial's requested resources as `{sweep}/timeline.parquet`. That is the
 record the dashboard's "Cluster" view draws (trials per node over time) and from which a sweep's use
 of its trial slots is read (docs/performance.md, "Many nodes"): on a cluster, where work went is as
 much a result as the accuracy. Rerunning a sweep rewrites the file with the trials' latest runs.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 
 import pyarrow as pa
 from ray.tune import ResultGrid
@@ -21,7 +20,7 @@ from abacus_ray import trial_status
 from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.results import write_table
-from abacus_ray.sweep import TIMELINE_FILE
+from abacus_ray.sweep_dir import SweepDir
 
 SCHEMA = pa.schema([
     ("run", pa.string()),  # the trial's run name, e.g. fig10_k/max_k=25_seed=0
@@ -54,9 +53,10 @@ def placement_rows(grid: ResultGrid, configs: Mapping[str, ExperimentConfig]) ->
     return rows
 
 
-def write_timeline(root: Path, grid: ResultGrid, configs: Mapping[str, ExperimentConfig]):
-    """Write (replace) `{root}/cluster.parquet` atomically; returns its location, or None if no trial reported."""
+def write_timeline(dirs: SweepDir, grid: ResultGrid, configs: Mapping[str, ExperimentConfig]):
+    """Write (replace) the sweep's timeline atomically; returns its location, or None if no trial
+    reported."""
     rows = placement_rows(grid, configs)
     if not rows:
         return None
-    return write_table(root / TIMELINE_FILE, pa.Table.from_pylist(rows, schema=SCHEMA))
+    return write_table(dirs.timeline, pa.Table.from_pylist(rows, schema=SCHEMA))

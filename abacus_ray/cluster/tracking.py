@@ -45,6 +45,7 @@ from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import flatten
 from abacus_ray.evaluation.aggregate import region_means
 from abacus_ray.evaluation.results import read_cells
+from abacus_ray.sweep_dir import SweepDir
 
 TRACKERS = ("mlflow", "wandb", "none")
 RUN_TAG = "abacus_run"
@@ -60,7 +61,7 @@ def store_uri(root: Path | str) -> str:
     (`abacus_ray.storage.driver_dir`)."""
     if isinstance(root, str) and "://" in root:
         return root
-    return f"sqlite:///{(Path(root) / 'mlflow.db').resolve()}"
+    return f"sqlite:///{(Path(root) / SweepDir.TRACKING_STORE).resolve()}"
 
 
 def artifact_root(root: Path | str) -> str | None:

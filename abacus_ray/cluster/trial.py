@@ -31,6 +31,7 @@ from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.cluster.rendezvous import LoopbackTorchConfig
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.probe import Probe
+from abacus_ray.sweep_dir import SweepDir
 from abacus_ray.training.loop import train
 
 MAX_FAILURES = 3  # worker-group restarts per trial before the trial errors
@@ -51,7 +52,7 @@ def run_name(result) -> str:
 
 def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn) -> None:
     """Resume from `previous` (a Ray checkpoint or None), train, and hand every report to `report_fn`."""
-    # Where and since when this trial (its rank 0) runs, in every report: the driver's cluster.parquet
+    # Where and since when this trial (its rank 0) runs, in every report: the driver's timeline
     placed = {"node_id": ray.get_runtime_context().get_node_id(), "started_at": time.time()}  # RAY
     scratch = Path(tempfile.mkdtemp(prefix="abacus-trial-"))
     resume = Path(previous.to_directory(str(scratch / "resume"))) if previous is not None else None
@@ -115,7 +116,7 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], stor
         scaling_config=ScalingConfig(num_workers=cl.workers, use_gpu=cl.use_gpu, resources_per_worker=per_worker,
                                      placement_strategy=cl.placement),
         run_config=ray.train.RunConfig(
-            name=f"train-{tune.get_context().get_trial_id()}",  # stable across Tuner.restore
+            name=SweepDir.train_run_name(tune.get_context().get_trial_id()),  # stable across restores
             storage_path=storage,
             storage_filesystem=filesystem,  # RAY: checkpoints go to the object store from the worker's node
             checkpoint_config=CheckpointConfig(num_to_keep=2),

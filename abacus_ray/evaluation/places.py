@@ -20,10 +20,9 @@ from pathlib import Path
 from abacus_ray import storage
 from abacus_ray.evaluation.results import PART_GLOB, part_files
 from abacus_ray.storage import Location
+from abacus_ray.sweep_dir import SweepDir
 
-RESULTS_DIR = "results"  # a sweep root's results directory
-SWEEP_FILE = "sweep.json"  # what a sweep root records of its trials (cluster/driver.py)
-TRAIN_DIR = "train"  # a sweep root's trained runs
+RESULTS_DIR = SweepDir.RESULTS  # a sweep root's results directory
 
 
 def _place(target: str | Path | Location, flag: str) -> Location:
@@ -72,11 +71,7 @@ class EvaluationPlace:
 
 
 def _is_sweep(loc: Location) -> bool:
-    return storage.is_file(loc / SWEEP_FILE)
-
-
-def _is_sweep_root(loc: Location) -> bool:
-    return any(storage.exists(loc / name) for name in (SWEEP_FILE, RESULTS_DIR, TRAIN_DIR))
+    return SweepDir.of(loc).recorded
 
 
 def _is_run(loc: Location) -> bool:
@@ -100,7 +95,7 @@ def evaluation_places(target: str | Path | Location, flag: str = "RESULTS") -> l
         if parent.path != loc.path and (_is_sweep(parent) or _is_run(parent)):
             return [_at(parent, loc)]
         return [EvaluationPlace(loc, loc)]  # checkpoints inside it only, if any
-    if _is_sweep_root(loc):
-        return [_at(loc, loc / RESULTS_DIR)]
-    roots = [c for c in storage.listdir(loc) if storage.is_dir(c) and _is_sweep_root(c)]
-    return [_at(r, r / RESULTS_DIR) for r in roots] or [EvaluationPlace(loc, loc / RESULTS_DIR)]
+    if SweepDir.at(loc) is not None:
+        return [_at(loc, SweepDir.of(loc).results)]
+    roots = [d for c in storage.listdir(loc) if storage.is_dir(c) and (d := SweepDir.at(c))]
+    return [_at(d.root, d.results) for d in roots] or [EvaluationPlace(loc, loc / RESULTS_DIR)]

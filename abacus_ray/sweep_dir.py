@@ -1,0 +1,129 @@
+"""A sweep's directory: the one place that names every file and folder a sweep keeps.
+
+A sweep `NAME` run with `--storage S` keeps, under `S/NAME/` (a local directory or an object-store
+URI):
+
+    sweep.json        the expanded trials' resolved configs; a rerun must match it
+    tune/             Tune's experiment state (what `Tuner.restore` reads)
+    train/            one Ray Train run per trial, holding its checkpoints
+    results/          the Parquet results dataset (`part-*.parquet`)
+    search.parquet    a search's reports (a sweep with a search only)
+    timeline.parquet  where and when each trial ran (older sweeps: `cluster.parquet`)
+    trials.parquet    the trial record: each trial's status and last checkpoint
+
+and on the driver's own disk (the same directory when `S` is local; `storage.driver_dir` otherwise)
+the MLflow store (`mlflow.db`) and the dashboard site (`dashboard/`). Readers, writers and the
+commands take these names from `SweepDir` alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from abacus_ray import storage
+from abacus_ray.storage import Location
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    """The sweep `name`'s directory under `storage` (the probed `--storage`)."""
+
+    storage: Location
+    name: str
+
+    SPEC: ClassVar[str] = "sweep.json"
+    TUNE: ClassVar[str] = "tune"
+    TRAIN: ClassVar[str] = "train"
+    TRAIN_RUN: ClassVar[str] = "train-{trial_id}"  # one trial's Ray Train run, stable across restores
+    RESULTS: ClassVar[str] = "results"
+    SEARCH: ClassVar[str] = "search.parquet"
+    TIMELINE: ClassVar[str] = "timeline.parquet"
+    OLD_TIMELINE: ClassVar[str] = "cluster.parquet"  # what sweeps before the rename wrote; still read
+    TRIALS: ClassVar[str] = "trials.parquet"
+    DASHBOARD: ClassVar[str] = "dashboard"
+    TRACKING_STORE: ClassVar[str] = "mlflow.db"
+
+    @classmethod
+    def of(cls, root: Location) -> SweepDir:
+        """The sweep whose directory is `root` (whether or not it holds anything yet)."""
+        return cls(root.parent, root.name)
+
+    @classmethod
+    def at(cls, loc: Location) -> SweepDir | None:
+        """The sweep whose root `loc` is, recognised by what a sweep leaves first (`sweep.json`,
+        `results/` or `train/`), else None."""
+        names = (cls.SPEC, cls.RESULTS, cls.TRAIN)
+        return cls.of(loc) if any(storage.exists(loc / n) for n in names) else None
+
+    @classmethod
+    def holding(cls, results: Location) -> SweepDir | None:
+        """The sweep a results directory belongs to: its parent when it is named `results/`."""
+        return cls.of(results.parent) if results.name == cls.RESULTS and results.parent.name else None
+
+    @property
+    def root(self) -> Location:
+        return self.storage / self.name
+
+    @property
+    def spec(self) -> Location:
+        return self.root / self.SPEC
+
+    @property
+    def recorded(self) -> bool:
+        """Whether a sweep ran here: its `sweep.json` is written before any trial starts."""
+        return storage.is_file(self.spec)
+
+    @property
+    def tune(self) -> Location:
+        return self.root / self.TUNE
+
+    @property
+    def train(self) -> Location:
+        return self.root / self.TRAIN
+
+    @classmethod
+    def train_run_name(cls, trial_id: str) -> str:
+        return cls.TRAIN_RUN.format(trial_id=trial_id)
+
+    def train_run(self, trial_id: str) -> Location:
+        """One trial's Ray Train run directory, holding its checkpoints."""
+        return self.train / self.train_run_name(trial_id)
+
+    @property
+    def results(self) -> Location:
+        return self.root / self.RESULTS
+
+    @property
+    def search(self) -> Location:
+        return self.root / self.SEARCH
+
+    @property
+    def timeline(self) -> Location:
+        """Where the timeline is written."""
+        return self.root / self.TIMELINE
+
+    def timeline_to_read(self) -> Location:
+        """The timeline a reader opens: `timeline.parquet`, else an older sweep's `cluster.parquet`
+        (the new name when neither is there)."""
+        old = self.root / self.OLD_TIMELINE
+        return old if not storage.is_file(self.timeline) and storage.is_file(old) else self.timeline
+
+    @property
+    def trials(self) -> Location:
+        return self.root / self.TRIALS
+
+    @property
+    def local(self) -> Path:
+        """This machine's directory for what cannot live in a bucket: the root itself on a local disk."""
+        return storage.driver_dir(self.storage, self.name)
+
+    @property
+    def tracking(self) -> Path:
+        """The default MLflow store's directory (its SQLite file `mlflow.db` in it)."""
+        return self.local
+
+    @property
+    def dashboard(self) -> Path:
+        return self.local / self.DASHBOARD
