@@ -36,11 +36,11 @@ class SweepDir:
     SPEC: ClassVar[str] = "sweep.json"
     TUNE: ClassVar[str] = "tune"
     TRAIN: ClassVar[str] = "train"
-    TRAIN_RUN: ClassVar[str] = "train-{trial_id}"  # one trial's Ray Train run, stable across restores
+    TRAIN_RUN: ClassVar[str] = "train-{trial_id}"  # a trial's Ray Train run, stable across restores
     RESULTS: ClassVar[str] = "results"
     SEARCH: ClassVar[str] = "search.parquet"
     TIMELINE: ClassVar[str] = "timeline.parquet"
-    OLD_TIMELINE: ClassVar[str] = "cluster.parquet"  # what sweeps before the rename wrote; still read
+    OLD_TIMELINE: ClassVar[str] = "cluster.parquet"  # the timeline of older sweeps; still read
     TRIALS: ClassVar[str] = "trials.parquet"
     DASHBOARD: ClassVar[str] = "dashboard"
     TRACKING_STORE: ClassVar[str] = "mlflow.db"
@@ -60,7 +60,8 @@ class SweepDir:
     @classmethod
     def holding(cls, results: Location) -> SweepDir | None:
         """The sweep a results directory belongs to: its parent when it is named `results/`."""
-        return cls.of(results.parent) if results.name == cls.RESULTS and results.parent.name else None
+        named = results.name == cls.RESULTS and results.parent.name
+        return cls.of(results.parent) if named else None
 
     @property
     def root(self) -> Location:
@@ -116,7 +117,7 @@ class SweepDir:
 
     @property
     def local(self) -> Path:
-        """This machine's directory for what cannot live in a bucket: the root itself on a local disk."""
+        """This machine's directory for what cannot live in a bucket: on a local disk, the root."""
         return storage.driver_dir(self.storage, self.name)
 
     @property

@@ -27,6 +27,7 @@ from abacus_ray.evaluation.grids import parse_cells, parse_diagonal
 from abacus_ray.evaluation.regions import region_of
 from abacus_ray.evaluation.results import config_columns, write_cells
 from abacus_ray.evaluation.runner import evaluate
+from abacus_ray.sweep_dir import SweepDir
 from abacus_ray.training.loop import train
 
 SQUARE, DIAGONAL = "1-6x1-6", "7-9"
@@ -52,13 +53,14 @@ def make_sample(root: str | Path, *, steps: int = 20, per_cell: int = 8, sweep: 
         for seed, run in enumerate(run_names):
             cfg = preset("tiny", [f"seed={seed}", f"train.max_steps={steps}", "train.report_every_s=3600",
                                   "train.checkpoint_every_min=600", f"name={sweep}/{run}"])
-            result = train(cfg, "cpu", checkpoint_dir=root / sweep / "train" / f"run{seed}")
+            result = train(cfg, "cpu", checkpoint_dir=root / sweep / SweepDir.TRAIN / f"run{seed}")
             checkpoints.append(result.checkpoint)
-            evaluate([result.checkpoint], grids, eval_cfg, root / sweep / "results", device="cpu", progress=False,
-                     run_id=f"{sweep}/{run}")
+            evaluate([result.checkpoint], grids, eval_cfg, root / sweep / SweepDir.RESULTS,
+                     device="cpu", progress=False, run_id=f"{sweep}/{run}")
         if second_sweep is not None:
-            evaluate([checkpoints[0]], [parse_cells("1-3x1-3")], eval_cfg, root / "second" / "results", device="cpu",
-                     progress=False, run_id=f"{second_sweep}/{run_names[0]}")
+            evaluate([checkpoints[0]], [parse_cells("1-3x1-3")], eval_cfg,
+                     root / "second" / SweepDir.RESULTS, device="cpu", progress=False,
+                     run_id=f"{second_sweep}/{run_names[0]}")
     finally:
         torch.set_num_threads(threads)
     return root

@@ -81,7 +81,7 @@ def gantt(rows: pd.DataFrame | None) -> dict[str, Any]:
 
 
 def _statuses(rows: pd.DataFrame) -> list[str]:
-    """Each trial's status (`abacus_ray.trial_status`), as cluster.parquet recorded it."""
+    """Each trial's status (`abacus_ray.trial_status`), as the timeline recorded it."""
     return [str(v) for v in rows["status"]] if "status" in rows.columns else ["?"] * len(rows)
 
 
@@ -109,16 +109,17 @@ def timeline_section(rows: pd.DataFrame | None) -> list[Any]:
             f"({html.escape(trial_status.counts(_statuses(rows)) or 'no status recorded')}). "
             "Each bar is one trial on "
             "the node that ran it (one lane per trial running at once there), coloured by what it asked for; "
-            "from the sweep's cluster.parquet.</p><div id=\"cluster\" class=\"plot\"></div>",
+            "from the sweep's timeline.</p><div id=\"cluster\" class=\"plot\"></div>",
             node_table(rows), "</section>"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m dashboards.timeline CLUSTER_PARQUET OUT_HTML`: the Gantt chart as a standalone page."""
+    """`python -m dashboards.timeline TIMELINE_PARQUET OUT_HTML`: the Gantt chart as a page."""
     import plotly.graph_objects as go  # heavy: only the standalone page needs plotly's figure objects
 
     p = argparse.ArgumentParser(description=main.__doc__)
-    p.add_argument("parquet", help="a sweep's cluster.parquet (a path or an object-store URI)")
+    p.add_argument("parquet", help=f"a sweep's {SweepDir.TIMELINE} (or an older sweep's "
+                   f"{SweepDir.OLD_TIMELINE}; a path or an object-store URI)")
     p.add_argument("out", type=Path, help="the HTML file to write")
     p.add_argument("--cdn", action="store_true",
                    help="load Plotly from its CDN when the page opens (a ~10 kB file) instead of inlining it (offline, 4.6 MB)")

@@ -7,9 +7,9 @@ sweep's driver) and 8 worker nodes whose custom resources stand for GPU kinds: t
 The sweep (`tests/cluster_sweeps/many_nodes.py`) has two waves' worth of trials of each kind, `function`
 trials of 40 steps (the two-unit CPU trials 20). Shown: every trial ran on a node that has its kind and
 never overfilled it; no node had room for a waiting trial for longer than Ray's and Tune's hand-over
-latency; the trial slots were >= 85 % busy over the sweep's span; the sweep's own `cluster.parquet`
+latency; the trial slots were >= 85 % busy over the sweep's span; the sweep's own `timeline.parquet`
 agrees with Ray's records; and a sweep holding one trial no node can hold is refused with one line.
-`ABACUS_MANY_NODES_OUT=DIR` keeps the records and `cluster.parquet` (docs/performance.md, "Many nodes").
+`ABACUS_MANY_NODES_OUT=DIR` keeps the records and `timeline.parquet` (docs/performance.md, "Many nodes").
 """
 
 from __future__ import annotations
@@ -72,9 +72,9 @@ def test_24_mixed_trials_keep_8_nodes_busy(cluster, tmp_path):
     if keep:  # before any assertion: the records are the evidence either way
         Path(keep).mkdir(parents=True, exist_ok=True)
         (Path(keep) / "records.json").write_text(json.dumps(records))
-        shutil.copy(tmp_path / "many_nodes" / "cluster.parquet", Path(keep) / "cluster.parquet")
+        shutil.copy(tmp_path / "many_nodes" / "timeline.parquet", Path(keep) / "timeline.parquet")
     schedule = Schedule.of(records)
-    table = pq.read_table(tmp_path / "many_nodes" / "cluster.parquet").to_pylist()
+    table = pq.read_table(tmp_path / "many_nodes" / "timeline.parquet").to_pylist()
     print(f"\nmany nodes: {len(schedule.trials)} trials on {len(schedule.nodes)} nodes in a {schedule.span:.0f} s span "
           f"(job {took:.0f} s, machine factor {factor:.2f}); trial slots {schedule.busy:.1%} busy; longest room for a "
           f"waiting trial {schedule.longest_room:.1f} s")

@@ -106,7 +106,7 @@ def test_mixed_trial_shapes_keep_their_nodes_busy(cluster, tmp_path):
     """Seven `function` trials of three shapes, two waves of each on its nodes: each trial on a node of
     its kind that it never overfills, the 4 slots >= 85 % busy by Ray's actor tenure while trials waited
     (the last wave's ragged end left out: `many_nodes.utilisation`), no node with room for a waiting
-    trial longer than a hand-over, and the sweep's `cluster.parquet` agreeing with Ray's records (the
+    trial longer than a hand-over, and the sweep's `timeline.parquet` agreeing with Ray's records (the
     same at 9 raylets, 24 trials, over the whole span: `test_many_nodes.py`)."""
     factor = slowness()
     t0 = time.monotonic()
@@ -114,7 +114,7 @@ def test_mixed_trial_shapes_keep_their_nodes_busy(cluster, tmp_path):
                           "--no-dashboard", "--tracking", "none"], timeout=300)
     assert out.returncode == 0 and "succeeded" in out.stdout + out.stderr, out.stdout[-4000:] + out.stderr[-4000:]
     schedule = Schedule.of(cluster.query(RECORDS))
-    table = pq.read_table(tmp_path / "mixed_shapes" / "cluster.parquet").to_pylist()
+    table = pq.read_table(tmp_path / "mixed_shapes" / "timeline.parquet").to_pylist()
     print(f"\nmixed shapes: {len(schedule.trials)} trials in a {schedule.span:.0f} s span (job "
           f"{time.monotonic() - t0:.0f} s, machine factor {factor:.2f}); slots {schedule.busy_while_waiting:.1%} busy while "
           f"trials waited ({schedule.busy:.1%} over the span); longest room "

@@ -28,7 +28,7 @@ def test_every_file_and_folder_is_named_under_the_sweep_root(tmp_path):
              "trials": "trials.parquet"}
     assert {k: Path(getattr(dirs, k)) for k in named} == {k: root / v for k, v in named.items()}
     assert Path(dirs.train_run("ab12")) == root / "train" / "train-ab12"
-    assert dirs.local == dirs.tracking == root  # a local --storage keeps MLflow's store in the sweep
+    assert dirs.local == dirs.tracking == root  # a local --storage: MLflow's store in the sweep
     assert dirs.dashboard == root / "dashboard"
     assert not dirs.recorded
     (root / "sweep.json").parent.mkdir()
@@ -37,8 +37,8 @@ def test_every_file_and_folder_is_named_under_the_sweep_root(tmp_path):
 
 
 def test_a_sweep_root_is_recognised_from_itself_and_its_results(tmp_path):
-    results = synthetic_results(tmp_path / "runs" / "s" / "results", [("s/a", ["seed=0"])], [(1, 1)],
-                                per_cell=2)
+    results = synthetic_results(tmp_path / "runs" / "s" / "results", [("s/a", ["seed=0"])],
+                                [(1, 1)], per_cell=2)
     loc = storage.resolve(results)
     assert SweepDir.holding(loc) == SweepDir.at(loc.parent) == SweepDir(loc.parent.parent, "s")
     assert SweepDir.at(loc.parent.parent) is None  # a storage root is no sweep root
@@ -59,7 +59,8 @@ def _cluster_view(site: Path) -> dict | None:
     page = (site / "sweep-s.html").read_text()
     if 'id="cluster-section"' not in page:
         return None
-    return json.loads(re.search(r'id="dashboard-data">(.*?)</script>', page, re.S).group(1))["cluster"]
+    data = re.search(r'id="dashboard-data">(.*?)</script>', page, re.S).group(1)
+    return json.loads(data)["cluster"]
 
 
 def test_an_older_sweeps_timeline_is_still_read(tmp_path):

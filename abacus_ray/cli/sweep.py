@@ -117,17 +117,18 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
         p.add_argument("--grace-steps", type=int, default=None,
                        help="optimiser steps before ASHA may stop a trial (default: the sweep's)")
         p.add_argument("--confirm", action="store_true",
-                       help="instead of searching: retrain the best point of this sweep's finished search (its "
-                            "search.parquet under --storage) with several seeds for each value of the compared "
-                            "axes, as the sweep NAME_confirm")
+                       help="instead of searching: retrain the best point of this sweep's finished "
+                            f"search (its {SweepDir.SEARCH} under --storage) with several seeds for "
+                            "each value of the compared axes, as the sweep NAME_confirm")
     p.add_argument("--dry-run", action="store_true",
                    help="print the expanded trials (name, swept values, full resolved config) as JSON; start nothing")
     p.add_argument("--no-eval", action="store_true", help="train only")
     p.add_argument("--tracking", choices=("mlflow", "wandb", "none"), default="mlflow",
-                   help="experiment tracking, one run per trial: mlflow (default; a SQLite store, the sweep's "
-                        "mlflow.db: under --storage when it is a directory, else on this machine under "
-                        "~/.abacus-ray/ (the path is printed); `mlflow ui --backend-store-uri sqlite:///PATH "
-                        "--host 127.0.0.1`), wandb (offline), none")
+                   help="experiment tracking, one run per trial: mlflow (default; a SQLite store, "
+                        f"the sweep's {SweepDir.TRACKING_STORE}: under --storage when it is a "
+                        "directory, else on this machine under ~/.abacus-ray/ (the path is printed); "
+                        "`mlflow ui --backend-store-uri sqlite:///PATH --host 127.0.0.1`), wandb "
+                        "(offline), none")
     p.add_argument("--tracking-uri", default=None, metavar="URI",
                    help="an MLflow tracking server (http://HOST:PORT) to log to instead of the local SQLite store")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the dashboards")
