@@ -117,18 +117,18 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
         p.add_argument("--grace-steps", type=int, default=None,
                        help="optimiser steps before ASHA may stop a trial (default: the sweep's)")
         p.add_argument("--confirm", action="store_true",
-                       help="instead of searching: retrain the best point of this sweep's finished "
-                            f"search (its {SweepDir.SEARCH} under --storage) with several seeds for "
-                            "each value of the compared axes, as the sweep NAME_confirm")
+                       help="instead of searching: retrain the best point of this sweep's "
+                            f"finished search (its {SweepDir.SEARCH} under --storage) with several "
+                            "seeds for each value of the compared axes, as the sweep NAME_confirm")
     p.add_argument("--dry-run", action="store_true",
                    help="print the expanded trials (name, swept values, full resolved config) as JSON; start nothing")
     p.add_argument("--no-eval", action="store_true", help="train only")
     p.add_argument("--tracking", choices=("mlflow", "wandb", "none"), default="mlflow",
                    help="experiment tracking, one run per trial: mlflow (default; a SQLite store, "
                         f"the sweep's {SweepDir.TRACKING_STORE}: under --storage when it is a "
-                        "directory, else on this machine under ~/.abacus-ray/ (the path is printed); "
-                        "`mlflow ui --backend-store-uri sqlite:///PATH --host 127.0.0.1`), wandb "
-                        "(offline), none")
+                        "directory, else on this machine under ~/.abacus-ray/ (the path is "
+                        "printed); `mlflow ui --backend-store-uri sqlite:///PATH --host "
+                        "127.0.0.1`), wandb (offline), none")
     p.add_argument("--tracking-uri", default=None, metavar="URI",
                    help="an MLflow tracking server (http://HOST:PORT) to log to instead of the local SQLite store")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the dashboards")
@@ -279,8 +279,8 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
     leave_working_dir(dirs.local)  # the sweep's directory, or this machine's for a bucket
     if parsed.tracking == "mlflow" and not loc.local:
         store = parsed.tracking_uri or dirs.tracking / SweepDir.TRACKING_STORE
-        print(f"{sweep.name}: MLflow store {store} (SQLite cannot live in a bucket: it stays on this "
-              "machine)", file=sys.stderr)
+        print(f"{sweep.name}: MLflow store {store} (SQLite cannot live in a bucket: it stays on "
+              "this machine)", file=sys.stderr)
     found = run_sweep(sweep.name, parsed.preset, trials, storage=loc, grids=grids,
                       address=parsed.address, evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
                       eval_recurrences=sweep.eval_recurrences_for(parsed.preset),
@@ -299,7 +299,7 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
         conclusion = sweep_conclusion(dirs.results)  # the figure's claim, decided by these results
         if conclusion is not None:
             print(conclusion)
-    if found.failures:  # the last line: which trials failed and why (the others' results are in place)
+    if found.failures:  # the last line: which trials failed and why (the others' results stay)
         print(failure_line(sweep.name, len(trials), found.failures), file=sys.stderr)
         return 1
     return 0

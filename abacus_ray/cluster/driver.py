@@ -3,9 +3,9 @@
 `{storage}` is a `abacus_ray.storage.Location`: a local directory (one machine, or a mount every node
 sees: checked by `cluster/shared_dir.py`) or an object-store URI, handed to Tune and Train as their
 `storage_path` + `storage_filesystem`. The files and folders under `{storage}/{sweep}/` are named by
-`abacus_ray.sweep_dir.SweepDir` (`sweep.json`, `tune/`, `train/`, `results/`, ...). Rerunning the same command
-resumes: finished trials are kept, unfinished ones continue from their latest checkpoint, and only
-missing cells are evaluated. The trials arrive expanded (`abacus_ray.sweep.Sweep.expand`); each one's
+`abacus_ray.sweep_dir.SweepDir` (`sweep.json`, `tune/`, `train/`, `results/`, ...). Rerunning the
+same command resumes: finished trials are kept, unfinished ones continue from their latest
+checkpoint, and only missing cells are evaluated. The trials arrive expanded (`abacus_ray.sweep.Sweep.expand`); each one's
 `ExperimentConfig` object travels to its trial and its evaluation unchanged, once an unset
 `cluster.use_gpu` is decided by the cluster's GPUs (`cluster/devices.py`).
 """
@@ -63,8 +63,8 @@ def _check_same_sweep(dirs: SweepDir, spec: dict[str, Any]) -> None:
     if storage_module.exists(path):
         change = sweep_change(json.loads(storage_module.read_text(path)), spec)
         if change is not None:
-            raise ValueError(f"--storage: {dirs.root} holds a different sweep: {change}; to start this one, give "
-                             "another --storage (or delete that directory)")
+            raise ValueError(f"--storage: {dirs.root} holds a different sweep: {change}; to start "
+                             "this one, give another --storage (or delete that directory)")
     else:
         storage_module.write_text(path, json.dumps(spec, indent=2, sort_keys=True))  # atomic: rename or one PUT
 
@@ -277,11 +277,11 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     """Fit (or resume) every trial through Tune under the sweep directory `root`; returns the final
     checkpoints of finished trials.
 
-    With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and the
-    search's reports are written to its table; only trials that ran their whole budget are returned.
-    A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by Ray's memory
-    monitor, say) does not stop the others: it lands in `failures` (run name -> reason) when given, else
-    in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the MLflow store (a local
+    With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and
+    the search's reports are written to its table; only trials that ran their whole budget are
+    returned. A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by
+    Ray's memory monitor, say) does not stop the others: it lands in `failures` (run name -> reason)
+    when given, else in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the MLflow store (a local
     directory, or a server's URI), by default `SweepDir.tracking`. First, an unset
     `cluster.use_gpu` becomes the cluster's choice on every trial, said in one line with `price`
     (`cluster/devices.py`).
@@ -314,7 +314,7 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: 
     dirs = SweepDir(storage, name)
     runtime.init(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
-    if dirs.root.local:  # before anything trains: a node that cannot see it would fail only at the end
+    if dirs.root.local:  # before anything trains: a node that cannot see it would fail at the end
         check_every_node_sees(storage.as_path(), "--storage")
     home = tracking_uri or dirs.tracking
     outcome = _train(name, preset_name, trials, dirs, tracking, search, home, price)

@@ -116,7 +116,7 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], stor
         scaling_config=ScalingConfig(num_workers=cl.workers, use_gpu=cl.use_gpu, resources_per_worker=per_worker,
                                      placement_strategy=cl.placement),
         run_config=ray.train.RunConfig(
-            name=SweepDir.train_run_name(tune.get_context().get_trial_id()),  # stable across restores
+            name=SweepDir.train_run_name(tune.get_context().get_trial_id()),  # same on restore
             storage_path=storage,
             storage_filesystem=filesystem,  # RAY: checkpoints go to the object store from the worker's node
             checkpoint_config=CheckpointConfig(num_to_keep=2),
