@@ -22,7 +22,8 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 @functools.cache
 def _field_types(cls: type) -> dict[str, Any]:
-    """The resolved annotations of a config class (cached: resolving them dominates building a config)."""
+    """The resolved annotations of a config class (cached: resolving them dominates building a
+    config)."""
     return typing.get_type_hints(cls)
 
 
@@ -47,10 +48,12 @@ def shown(value: Any, limit: int = 60) -> str:
 
 
 def coerce(key: str, tp: Any, value: Any) -> Any:
-    """Convert `value` (from JSON or a `--set` string) to the field type `tp`, or raise naming `key`."""
+    """Convert `value` (from JSON or a `--set` string) to the field type `tp`, or raise naming
+    `key`."""
     inner = _optional_inner(tp)
     if inner is not None:
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "")):
+        if value is None or (isinstance(value, str)
+                             and value.strip().lower() in ("none", "null", "")):
             return None
         if inner is bool and isinstance(value, str) and value.strip().lower() == "auto":
             return None  # an optional switch's unset value is its automatic choice
@@ -80,7 +83,8 @@ def coerce(key: str, tp: Any, value: Any) -> Any:
                 pass
         if number is None:
             raise ValueError(f"{key}: expected an integer, got {shown(value)}")
-        if not INT64_MIN <= number <= INT64_MAX:  # results store every config value in an int64 column
+        # results store every config value in an int64 column
+        if not INT64_MIN <= number <= INT64_MAX:
             raise ValueError(f"{key}: {shown(value)} is outside the 64-bit integer range")
         return number
     if tp is float:
@@ -109,7 +113,8 @@ def coerce(key: str, tp: Any, value: Any) -> Any:
     if typing.get_origin(tp) is tuple:
         (item_tp, *_rest) = typing.get_args(tp)
         if isinstance(value, str):
-            value = [v for v in value.replace(";", ",").split(",") if v.strip()] if value.strip() else []
+            value = ([v for v in value.replace(";", ",").split(",") if v.strip()]
+                     if value.strip() else [])
         if not isinstance(value, (list, tuple)):
             raise ValueError(f"{key}: expected a list, got {shown(value)}")
         return tuple(coerce(f"{key}[{n}]", item_tp, v) for n, v in enumerate(value))
@@ -123,7 +128,8 @@ def coerce(key: str, tp: Any, value: Any) -> Any:
 
 
 def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
-    """Build config `cls` from a nested dict; missing keys keep their defaults, unknown keys raise."""
+    """Build config `cls` from a nested dict; missing keys keep their defaults, unknown keys
+    raise."""
     if not isinstance(data, dict):
         raise ValueError(f"{prefix or cls.__name__}: expected a mapping, got {type(data).__name__}")
     types_ = _field_types(cls)
@@ -203,7 +209,8 @@ def with_overrides(cfg: T, overrides: dict[str, Any] | list[str] | None) -> T:
         if key not in flat:
             section = key.rsplit(".", 1)[0] if "." in key else ""
             if key in sections:
-                raise ValueError(f"{key}: is a config section, set one of its keys (e.g. {key}.<name>=...)")
+                raise ValueError(f"{key}: is a config section, set one of its keys "
+                                 f"(e.g. {key}.<name>=...)")
             if section and section not in sections and section != key:
                 raise ValueError(f"{key}: unknown config section {section!r}")
             raise ValueError(f"{key}: unknown config key")
@@ -221,16 +228,17 @@ def check(condition: bool, key: str, message: str) -> None:
         raise ValueError(f"{key}: {message}")
 
 
-CONTROL_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")  # control and format characters, line and paragraph separators
+# control and format characters, line and paragraph separators
+CONTROL_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 
 
 def check_text(value: str, key: str) -> str:
-    """Refuse a name holding a control character (a newline, a tab, an escape, a direction override): it
-    would split or garble every table, log line and dashboard it lands in."""
+    """Refuse a name holding a control character (a newline, a tab, an escape, a direction
+    override): it would split or garble every table, log line and dashboard it lands in."""
     bad = next((c for c in value if unicodedata.category(c) in CONTROL_CATEGORIES), None)
     if bad is not None:
-        raise ValueError(f"{key}: {shown(value)} holds the control character U+{ord(bad):04X}; a name is one "
-                         "line of printable characters")
+        raise ValueError(f"{key}: {shown(value)} holds the control character U+{ord(bad):04X}; "
+                         "a name is one line of printable characters")
     return value
 
 

@@ -1,8 +1,10 @@
-"""From cell rows to the paper's numbers: region means per model, spread over seeds, Wilson intervals.
+"""From cell rows to the paper's numbers: region means per model, spread over seeds, Wilson
+intervals.
 
 The paper reports, per model, the mean of per-cell exact-match accuracies over a region, every cell
-weighted equally (docs/official-code.md §7.7), then the mean over training runs. Cell rows are pandas DataFrames read by
-`results.read_cells`. Views (which cells a number averages) come from `regions.views_for`.
+weighted equally (docs/official-code.md §7.7), then the mean over training runs. Cell rows are
+pandas DataFrames read by `results.read_cells`. Views (which cells a number averages) come from
+`regions.views_for`.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ MODEL_KEYS = ("model_id", "task", "per_cell", "eval_seed", "recurrences", "requi
 def wilson_interval(k, n, z: float = 1.959963984540054):
     """Wilson score interval for k successes in n trials (95 % by default); vectorised over arrays.
 
-    Unlike the normal approximation it stays inside [0, 1] and is sensible at k = 0 or k = n, which is
-    where most grid cells are.
+    Unlike the normal approximation it stays inside [0, 1] and is sensible at k = 0 or k = n, which
+    is where most grid cells are.
     """
     k = np.asarray(k, dtype=float)
     n = np.asarray(n, dtype=float)
@@ -35,7 +37,8 @@ def wilson_interval(k, n, z: float = 1.959963984540054):
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    lo = np.where(k == 0, 0.0, np.clip(centre - half, 0, 1))  # exact ends (rounding would leave 1 - 1e-16)
+    # exact ends (rounding would leave 1 - 1e-16)
+    lo = np.where(k == 0, 0.0, np.clip(centre - half, 0, 1))
     hi = np.where(k == n, 1.0, np.clip(centre + half, 0, 1))
     if lo.ndim == 0:
         return float(lo), float(hi)
@@ -50,8 +53,8 @@ def with_intervals(cells: pd.DataFrame) -> pd.DataFrame:
 
 def view_mask(cells: pd.DataFrame, task: str, view: str) -> pd.Series:
     pred = views_for(task)[view]
-    return pd.Series([pred(r, i, j) for r, i, j in zip(cells["region"], cells["i"], cells["j"], strict=True)],
-                     index=cells.index, dtype=bool)
+    rows = zip(cells["region"], cells["i"], cells["j"], strict=True)
+    return pd.Series([pred(r, i, j) for r, i, j in rows], index=cells.index, dtype=bool)
 
 
 def region_means(cells: pd.DataFrame, extra_keys: Sequence[str] = ()) -> pd.DataFrame:
@@ -62,7 +65,8 @@ def region_means(cells: pd.DataFrame, extra_keys: Sequence[str] = ()) -> pd.Data
     """
     if cells.empty:
         raise ValueError("cells: no result rows to aggregate")
-    keys = [k for k in MODEL_KEYS if k in cells.columns] + [k for k in extra_keys if k in cells.columns]
+    keys = ([k for k in MODEL_KEYS if k in cells.columns]
+            + [k for k in extra_keys if k in cells.columns])
     out = []
     for key, group in cells.groupby(keys, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -79,10 +83,11 @@ def region_means(cells: pd.DataFrame, extra_keys: Sequence[str] = ()) -> pd.Data
 
 
 def seed_spread(means: pd.DataFrame, group_by: Sequence[str]) -> pd.DataFrame:
-    """Mean and spread (std, min, max) of view means over models that share `group_by` (e.g. every config
-    column but `seed`): the paper's "mean over 3 runs".
+    """Mean and spread (std, min, max) of view means over models that share `group_by` (e.g. every
+    config column but `seed`): the paper's "mean over 3 runs".
 
-    `means` is `region_means(..., extra_keys=group_by)`. std is the sample std (ddof=1), NaN for one run.
+    `means` is `region_means(..., extra_keys=group_by)`. std is the sample std (ddof=1), NaN for one
+    run.
     """
     missing = [g for g in group_by if g not in means.columns]
     if missing:
@@ -94,12 +99,15 @@ def seed_spread(means: pd.DataFrame, group_by: Sequence[str]) -> pd.DataFrame:
     return out
 
 
-def summary_table(cells: pd.DataFrame, label_columns: Sequence[str] = ("name", "model.positions")) -> pd.DataFrame:
-    """Wide table for `abacus-ray summary`: one row per model and eval settings, one column per view (%)."""
+def summary_table(cells: pd.DataFrame,
+                  label_columns: Sequence[str] = ("name", "model.positions")) -> pd.DataFrame:
+    """Wide table for `abacus-ray summary`: one row per model and eval settings, one column per
+    view (%)."""
     means = region_means(cells, extra_keys=label_columns)
     index = [k for k in ("model_id", *label_columns, "task", "recurrences", "eval_seed", "per_cell")
              if k in means.columns]
-    wide = means.groupby([*index, "view"], dropna=False, sort=True)["accuracy"].first().unstack("view")
+    wide = (means.groupby([*index, "view"], dropna=False, sort=True)["accuracy"].first()
+            .unstack("view"))
     counts = means.groupby(index, dropna=False)["cells"].sum().rename("cells")
     wide = (100 * wide).join(counts)
     order = [v for task in sorted(set(means["task"])) for v in views_for(task) if v in wide.columns]
@@ -107,9 +115,10 @@ def summary_table(cells: pd.DataFrame, label_columns: Sequence[str] = ("name", "
 
 
 def diagonal_reach(cells: pd.DataFrame, threshold: float = 0.9) -> pd.DataFrame:
-    """Per model and eval settings, on the i = j diagonal (Fig. 10): `reach` = the longest length with
-    accuracy >= `threshold`, and `zero_from` = the shortest length from which every evaluated longer
-    diagonal cell is at 0 % (None if the last one is not). Models without diagonal cells get neither."""
+    """Per model and eval settings, on the i = j diagonal (Fig. 10): `reach` = the longest length
+    with accuracy >= `threshold`, and `zero_from` = the shortest length from which every evaluated
+    longer diagonal cell is at 0 % (None if the last one is not). Models without diagonal cells get
+    neither."""
     keys = [k for k in MODEL_KEYS if k in cells.columns]
     diag = cells[cells["i"] == cells["j"]].sort_values("i")
     rows = []
@@ -118,7 +127,8 @@ def diagonal_reach(cells: pd.DataFrame, threshold: float = 0.9) -> pd.DataFrame:
         n, acc = g["i"].to_numpy(), g["accuracy"].to_numpy()
         good = n[acc >= threshold]
         nonzero = n[acc > 0]
-        zero_from = None if acc[-1] > 0 else int(nonzero.max() + 1) if len(nonzero) else int(n.min())
+        zero_from = (None if acc[-1] > 0
+                     else int(nonzero.max() + 1) if len(nonzero) else int(n.min()))
         rows.append(dict(zip(keys, key, strict=True)) | {
             "reach": int(good.max()) if len(good) else None, "zero_from": zero_from})
     return pd.DataFrame(rows, columns=[*keys, "reach", "zero_from"])

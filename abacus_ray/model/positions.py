@@ -1,10 +1,13 @@
-"""Token-level position signals added to the embedding: Abacus and learned absolute (docs/official-code.md §4.3-4.4).
+"""Token-level position signals added to the embedding: Abacus and learned absolute.
+
+The official embeddings: docs/official-code.md §4.3-4.4.
 
 The Abacus embedding numbers every maximal run of digit tokens 1, 2, 3, ... and gives every other
-token position 0 (one learned row shared by operators, `=`, EOS, PAD, letters). Because additions are
-written least-significant digit first, digit t of every operand and of the answer share position t,
-which is what lets the model line up columns. In training one random offset k ~ U{0..max_k} is added
-to every nonzero position of the micro-batch, so the rows for long numbers are trained on short ones.
+token position 0 (one learned row shared by operators, `=`, EOS, PAD, letters). Because additions
+are written least-significant digit first, digit t of every operand and of the answer share position
+t, which is what lets the model line up columns. In training one random offset k ~ U{0..max_k} is
+added to every nonzero position of the micro-batch, so the rows for long numbers are trained on
+short ones.
 
 Lookups past the end of a table are caught here, on the host, with a `ValueError` naming
 `model.abacus_table`, so a too-long evaluation problem never becomes a CUDA device-side assert.
@@ -36,14 +39,16 @@ def abacus_positions(input_ids: Tensor, run_start: Tensor | None = None) -> Tens
     Example: `98282+3859172=2787472[EOS]` -> 1 2 3 4 5 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0.
     """
     if input_ids.dim() != 2:
-        raise ValueError(f"input_ids: expected a [batch, seq] tensor, got shape {tuple(input_ids.shape)}")
+        raise ValueError("input_ids: expected a [batch, seq] tensor, "
+                         f"got shape {tuple(input_ids.shape)}")
     digits = digit_mask(input_ids)
     idx = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
     # index of the last non-digit at or before t (-1 if the row has none so far)
     last_break = torch.where(digits, torch.full_like(idx, -1), idx).cummax(dim=-1).values
     pos = idx - last_break
     if run_start is not None:
-        pos = pos + torch.where(last_break < 0, run_start.to(pos.dtype)[:, None], torch.zeros_like(pos))
+        pos = pos + torch.where(last_break < 0, run_start.to(pos.dtype)[:, None],
+                                torch.zeros_like(pos))
     return torch.where(digits, pos, torch.zeros_like(pos))
 
 
@@ -54,7 +59,8 @@ def shift_abacus(positions: Tensor, offset: int) -> Tensor:
     return torch.where(positions > 0, positions + offset, positions)
 
 
-def draw_abacus_offset(max_k: int, generator: torch.Generator | None = None, probs: Tensor | None = None) -> int:
+def draw_abacus_offset(max_k: int, generator: torch.Generator | None = None,
+                       probs: Tensor | None = None) -> int:
     """One k in {0..max_k} for a whole forward call: the paper's offset draw (Sec. 3), its one home.
 
     `probs` None is the paper's k ~ U{0..max_k} (both ends inclusive); otherwise k ~ probs (the
@@ -69,20 +75,23 @@ def draw_abacus_offset(max_k: int, generator: torch.Generator | None = None, pro
 
 
 @functools.lru_cache(maxsize=16)
-def balanced_offset_weights(max_k: int, longest_run: int, iterations: int = 2000) -> tuple[float, ...]:
-    """P(k) for k = 0..max_k such that every Abacus row 1..max_k + longest_run is trained about equally often.
+def balanced_offset_weights(max_k: int, longest_run: int,
+                            iterations: int = 2000) -> tuple[float, ...]:
+    """P(k) for k = 0..max_k such that every Abacus row 1..max_k + longest_run is trained about
+    equally often.
 
-    Under the paper's uniform k, row p is trained by every offset k < p whose number reaches digit
-    p - k; digit d of a run is reached with probability S(d) = (D - d + 1) / D when run lengths are
-    uniform on 1..D (D = `longest_run`). The rows past max_k + 1 are reached only by the largest offsets
-    and only by long runs, so the highest rows, the ones a long test number needs, are trained least:
-    for k = 180 and D = 21 the top row is trained 231x less often than a middle one. This solves
-    coverage(p) = sum_k P(k) S(p - k) = constant for P >= 0 by Richardson-Lucy iterations (the
-    nonnegative solution closest in KL divergence); it puts extra mass on k = max_k (and on k = 0)
-    and brings the top row to 1/27 of the middle (docs/results.md, "10x extrapolation").
+    Under the paper's uniform k, row p is trained by every offset k < p whose number reaches
+    digit p - k; digit d of a run is reached with probability S(d) = (D - d + 1) / D when run
+    lengths are uniform on 1..D (D = `longest_run`). The rows past max_k + 1 are reached only by the
+    largest offsets and only by long runs, so the highest rows, the ones a long test number needs,
+    are trained least: for k = 180 and D = 21 the top row is trained 231x less often than a middle
+    one. This solves coverage(p) = sum_k P(k) S(p - k) = constant for P >= 0 by Richardson-Lucy
+    iterations (the nonnegative solution closest in KL divergence); it puts extra mass on k = max_k
+    (and on k = 0) and brings the top row to 1/27 of the middle (docs/results.md, §6).
     """
     if max_k < 0 or longest_run < 1:
-        raise ValueError(f"model.max_k / longest run: need max_k >= 0 and a run >= 1, got {max_k}, {longest_run}")
+        raise ValueError("model.max_k / longest run: need max_k >= 0 and a run >= 1, "
+                         f"got {max_k}, {longest_run}")
     reach = (longest_run - np.arange(longest_run)) / longest_run  # S(1..D)
     cover = np.zeros((max_k + longest_run, max_k + 1))  # cover[p - 1, k] = S(p - k)
     for k in range(max_k + 1):
@@ -111,7 +120,8 @@ class OffsetDraw:
             return None
         if m.k_draw == "uniform":
             return cls(m.max_k)
-        return cls(m.max_k, torch.tensor(balanced_offset_weights(m.max_k, cfg.task.longest_digit_run)))
+        weights = balanced_offset_weights(m.max_k, cfg.task.longest_digit_run)
+        return cls(m.max_k, torch.tensor(weights))
 
     def draw(self, generator: torch.Generator | None = None) -> int:
         return draw_abacus_offset(self.max_k, generator, self.probs)

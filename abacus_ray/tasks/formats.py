@@ -1,14 +1,16 @@
-"""The model's text format: the `Problem` record and the paper's two format variants (docs/official-code.md §2.3, §2.4).
+"""The model's text format: the `Problem` record and the paper's two format variants.
+
+The official formats: docs/official-code.md §2.3, §2.4.
 
 A problem is a prompt ending in "=" and an answer, both reversed (least-significant digit first) and
 without EOS, which the encoder appends. The variants rewrite a finished problem:
 
-* index hints (paper A.7.5, Fig. 21): every digit of A, B and C is preceded by the hint symbol h_t of
-  its place t (t = 0 for the least-significant digit), with one hint sequence shared by all three
-  numbers, e.g. 6 + 49 = 55 -> "e6+e9f4=" / "e5f5". The official generator crashes before assembling
-  this line; `{hA}{op}{hB}={hC}` is the intended format (docs/official-code.md §2.4).
-* random padding (paper A.7.4, Fig. 20): spaces, which tokenize to PAD, inserted before each character
-  of the finished line, answer included.
+* index hints (paper A.7.5, Fig. 21): every digit of A, B and C is preceded by the hint symbol h_t
+  of its place t (t = 0 for the least-significant digit), with one hint sequence shared by all
+  three numbers, e.g. 6 + 49 = 55 -> "e6+e9f4=" / "e5f5". The official generator crashes before
+  assembling this line; `{hA}{op}{hB}={hC}` is the intended format (docs/official-code.md §2.4).
+* random padding (paper A.7.4, Fig. 20): spaces, which tokenize to PAD, inserted before each
+  character of the finished line, answer included.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from abacus_ray.tasks.tokenizer import HINT_SYMBOLS
 
 
 class Problem(NamedTuple):
-    """One problem in model format: `prompt` ends with "=", `answer` is the reversed result without EOS."""
+    """One problem in model format: `prompt` ends with "=", `answer` is the reversed result
+    without EOS."""
 
     prompt: str
     answer: str
@@ -42,21 +45,23 @@ def hint_starts(needed: int, mode: str) -> int:
     """How many start symbols a hint sequence of `needed` symbols may begin at (drawn uniformly).
 
     Cyclic: any of the 102 (the list wraps). Non-cyclic: only starts that need no wrap, so later
-    symbols are seen less often, as the paper describes. The official code draws from 0..102 (0 twice
-    as likely, docs/official-code.md §2.4); we draw uniformly.
+    symbols are seen less often, as the paper describes. The official code draws from 0..102 (0
+    twice as likely, docs/official-code.md §2.4); we draw uniformly.
     """
     n = len(HINT_SYMBOLS)
     if mode == "cyclic":
         return n
     if mode == "noncyclic":
         if needed > n:
-            raise ValueError(f"index_hints: non-cyclic hints need {needed} symbols, but only {n} exist")
+            raise ValueError(f"index_hints: non-cyclic hints need {needed} symbols, "
+                             f"but only {n} exist")
         return n - needed + 1
     raise ValueError(f"index_hints: {mode!r} is not one of {', '.join(HINT_MODES)}")
 
 
 def hint_run(start: int, count: int) -> str:
-    """The hint symbols h_0..h_{count-1} of a sequence starting at list position `start`, wrapping."""
+    """The hint symbols h_0..h_{count-1} of a sequence starting at list position `start`,
+    wrapping."""
     ring = _HINT_RING * ((start + count) // len(_HINT_RING) + 1)
     return ring[start : start + count]
 
@@ -71,7 +76,8 @@ def with_hints(number: str, start: int) -> str:
 
 
 def hinted_problem(a: str, op: str, b: str, answer: str, start: int) -> Problem:
-    """`{hA}{op}{hB}=` / `{hC}` from reversed operands and answer, one hint sequence for all three."""
+    """`{hA}{op}{hB}=` / `{hC}` from reversed operands and answer, one hint sequence for all
+    three."""
     return Problem(f"{with_hints(a, start)}{op}{with_hints(b, start)}=", with_hints(answer, start))
 
 
@@ -90,7 +96,8 @@ def pad_thresholds(p: float) -> np.ndarray:
 
 
 def space_counts(uniforms: np.ndarray, p: float) -> np.ndarray:
-    """Spaces to insert before each character, one uniform per character (same law as the official loop).
+    """Spaces to insert before each character, one uniform per character (the official loop's
+    law).
 
     The count is the number of thresholds P(>= k) above the uniform: k spaces with probability
     P(>= k) - P(>= k+1), exactly as the sequential "while U < q" draws give.
@@ -105,7 +112,8 @@ def padding_counts(pad_words: np.ndarray, p: float) -> list[list[int]]:
 
 
 def pad_with_counts(problem: Problem, counts) -> Problem:
-    """Insert counts[c] spaces before character c of prompt + answer (answer's own spaces stay in it)."""
+    """Insert counts[c] spaces before character c of prompt + answer (the answer's own spaces stay
+    in it)."""
     line = problem.prompt + problem.answer
     if len(counts) < len(line):
         raise ValueError(f"counts: need {len(line)} entries, got {len(counts)}")
@@ -115,7 +123,8 @@ def pad_with_counts(problem: Problem, counts) -> Problem:
 
 
 def random_padding(problem: Problem, uniforms: np.ndarray, p: float) -> Problem:
-    """Insert spaces before every character of prompt + answer; `uniforms` holds one draw per character.
+    """Insert spaces before every character of prompt + answer; `uniforms` holds one draw per
+    character.
 
     Spaces before the answer's first character belong to the answer (they follow "=").
     """
