@@ -1,9 +1,12 @@
-"""Evaluation grids: which (i, j) operand-length cells a model is scored on (docs/official-code.md §3.7-3.8, §7.2-7.6).
+"""Evaluation grids: which (i, j) operand-length cells a model is scored on.
+
+The official grids: docs/official-code.md §3.7-3.8, §7.2-7.6.
 
 A cell is `(task, i, j)`: for +, -, x and bitwise OR, i and j are the digit counts of the first and
-second operand (heatmap row and column, docs/official-code.md §8.1); for sorting, i is the maximum number of digits
-and j the array length. A grid is a named, ordered set of cells. Every paper grid has one name here;
-custom rectangles and diagonals come from specs such as `1-20x1-20` and `101-160`.
+second operand (heatmap row and column, docs/official-code.md §8.1); for sorting, i is the maximum
+number of digits and j the array length. A grid is a named, ordered set of cells. Every paper grid
+has one name here; custom rectangles and diagonals come from specs such as `1-20x1-20` and
+`101-160`.
 Grids that name no task (custom specs) take the task of the checkpoint they are run against.
 """
 
@@ -20,7 +23,8 @@ from abacus_ray.config.task import EVAL_TASKS, TASKS
 
 
 class Cell(NamedTuple):
-    """One heatmap cell: every problem in it has an exactly-i-digit and an exactly-j-digit operand."""
+    """One heatmap cell: each of its problems has an exactly-i-digit and an exactly-j-digit
+    operand."""
 
     task: str
     i: int
@@ -54,18 +58,21 @@ class Grid:
 
     def __add__(self, other: Grid) -> Grid:
         if self.task != other.task:
-            raise ValueError(f"grid: cannot join {self.name!r} ({self.task}) and {other.name!r} ({other.task})")
+            raise ValueError(f"grid: cannot join {self.name!r} ({self.task}) and "
+                             f"{other.name!r} ({other.task})")
         return Grid(f"{self.name}+{other.name}", _unique(self.pairs + other.pairs), self.task)
 
 
-def eval_tasks_for(model_task: str, grid_task: str | None, *, grid_name: str = "grid") -> tuple[str, ...]:
+def eval_tasks_for(model_task: str, grid_task: str | None, *,
+                   grid_name: str = "grid") -> tuple[str, ...]:
     """Which problem tasks a `model_task` model can be scored on for a grid of `grid_task`."""
     allowed = EVAL_TASKS.get(model_task, (model_task,))
     if grid_task is None:
         return allowed
     if grid_task not in allowed:
-        raise ValueError(f"grid: {grid_name!r} holds {grid_task!r} problems, but the checkpoint was trained "
-                         f"on {model_task!r}; choose a grid for {', '.join(allowed)} or a --cells/--diagonal spec")
+        raise ValueError(f"grid: {grid_name!r} holds {grid_task!r} problems, but the checkpoint "
+                         f"was trained on {model_task!r}; choose a grid for {', '.join(allowed)} "
+                         "or a --cells/--diagonal spec")
     return (grid_task,)
 
 
@@ -77,7 +84,7 @@ def _unique(pairs) -> tuple[tuple[int, int], ...]:
 
 
 def rectangle(i_range: range, j_range: range) -> tuple[tuple[int, int], ...]:
-    """Row-major cells of i_range x j_range (the official loop order, docs/official-code.md §7.2)."""
+    """Row-major cells of i_range x j_range (the official loop order, official-code.md §7.2)."""
     return tuple((i, j) for i in i_range for j in j_range)
 
 
@@ -96,15 +103,17 @@ MAX_CELLS = 1_000_000
 
 
 def parse_lengths(spec: str, key: str = "--diagonal") -> list[int]:
-    """`"101-160"`, `"200-1000:100"`, `"13,15,20"` or a mix -> sorted-as-given unique lengths >= 1."""
+    """`"101-160"`, `"200-1000:100"`, `"13,15,20"` or a mix -> sorted-as-given unique lengths
+    >= 1."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"{key}: empty length spec; expected e.g. 101-160, 200-1000:100 or 13,15,20")
+        raise ValueError(f"{key}: empty length spec; expected e.g. 101-160, 200-1000:100 or "
+                         "13,15,20")
     out: list[int] = []
     for part in spec.split(","):
         m = _RANGE.match(part)
         if not m:
-            raise ValueError(f"{key}: cannot read {shown(part.strip())} in {shown(spec)}; expected N, A-B or A-B:STEP "
-                             f"with positive integers, e.g. 101-160")
+            raise ValueError(f"{key}: cannot read {shown(part.strip())} in {shown(spec)}; "
+                             "expected N, A-B or A-B:STEP with positive integers, e.g. 101-160")
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
         step = int(m.group(3)) if m.group(3) else 1
@@ -115,7 +124,8 @@ def parse_lengths(spec: str, key: str = "--diagonal") -> list[int]:
         if step < 1:
             raise ValueError(f"{key}: step must be >= 1, got {step} in {shown(spec)}")
         if hi > MAX_LENGTH:
-            raise ValueError(f"{key}: length {hi} in {shown(spec)} is beyond the limit of {MAX_LENGTH:,} digits")
+            raise ValueError(f"{key}: length {hi} in {shown(spec)} is beyond the limit of "
+                             f"{MAX_LENGTH:,} digits")
         out.extend(range(lo, hi + 1, step))
         if len(out) > MAX_CELLS:
             raise ValueError(f"{key}: {shown(spec)} lists more than {MAX_CELLS:,} lengths")
@@ -130,7 +140,8 @@ def parse_cells(spec: str) -> Grid:
     for rect in spec.split("+"):
         parts = rect.lower().split("x")
         if len(parts) != 2:
-            raise ValueError(f"--cells: {shown(rect.strip())} is not ROWSxCOLS (e.g. 1-20x1-20 or 5x7)")
+            raise ValueError(f"--cells: {shown(rect.strip())} is not ROWSxCOLS "
+                             "(e.g. 1-20x1-20 or 5x7)")
         rows = parse_lengths(parts[0], "--cells")
         cols = parse_lengths(parts[1], "--cells")
         if len(pairs) + len(rows) * len(cols) > MAX_CELLS:
@@ -148,20 +159,25 @@ def parse_diagonal(spec: str) -> Grid:
 def _named() -> dict[str, Grid]:
     square100 = rectangle(range(1, 101), range(1, 101))
     over100 = diagonal(range(101, 161))  # docs/official-code.md §3.7: i = j in 101..160
-    long_diag = diagonal(range(200, 1001, 100))  # docs/official-code.md §3.7 "googol" groups: 200, 300, ..., 1000
+    # docs/official-code.md §3.7 "googol" groups: 200, 300, ..., 1000
+    long_diag = diagonal(range(200, 1001, 100))
     return {
         "paper-addition": Grid("paper-addition", square100 + over100, "add"),
         "paper-addition-long": Grid("paper-addition-long", long_diag, "add"),
         "paper-subtraction": Grid("paper-subtraction", square100 + over100, "sub"),
-        "paper-multiplication": Grid("paper-multiplication", rectangle(range(1, 26), range(1, 26)), "mul"),
-        # max digits d (row) x array length m (column); the whole 30x30, corner included (docs/official-code.md §7.6).
+        "paper-multiplication": Grid("paper-multiplication",
+                                     rectangle(range(1, 26), range(1, 26)), "mul"),
+        # max digits d (row) x array length m (column); the whole 30x30, corner included
+        # (docs/official-code.md §7.6).
         "paper-sorting": Grid("paper-sorting", rectangle(range(1, 31), range(1, 31)), "sort"),
         # the official eval loop covers up to 40x40 (docs/official-code.md §3.7-3.8).
         "paper-or": Grid("paper-or", rectangle(range(1, 41), range(1, 41)), "or"),
-        # the 100+ region alone, for any + or - model (`abacus-ray eval-all`'s default, `make eval-100plus`)
+        # the 100+ region alone, for any + or - model (`abacus-ray eval-all`'s default,
+        # `make eval-100plus`)
         "paper-100plus": Grid("paper-100plus", over100),
         # the CPU `tiny` preset trains on n = 5: a 12x12 square and the 13..20 diagonal.
-        "tiny-addition": Grid("tiny-addition", rectangle(range(1, 13), range(1, 13)) + diagonal(range(13, 21)),
+        "tiny-addition": Grid("tiny-addition",
+                              rectangle(range(1, 13), range(1, 13)) + diagonal(range(13, 21)),
                               "add"),
     }
 
@@ -174,12 +190,14 @@ def get_grid(name: str) -> Grid:
     try:
         return GRIDS[name]
     except KeyError:
-        raise ValueError(f"--grid: unknown grid {shown(name)}; choose one of {', '.join(GRIDS)}") from None
+        raise ValueError(f"--grid: unknown grid {shown(name)}; "
+                         f"choose one of {', '.join(GRIDS)}") from None
 
 
-def resolve_grid(*, grid: str | None = None, cells: str | None = None, diagonal_spec: str | None = None,
-                 default: tuple[str, ...] = ()) -> Grid:
-    """The grid named by exactly one of `grid`, `cells`, `diagonal_spec`; else the join of `default` names."""
+def resolve_grid(*, grid: str | None = None, cells: str | None = None,
+                 diagonal_spec: str | None = None, default: tuple[str, ...] = ()) -> Grid:
+    """The grid named by exactly one of `grid`, `cells`, `diagonal_spec`; else the join of the
+    `default` names."""
     given = [x for x in (grid, cells, diagonal_spec) if x is not None]
     if len(given) > 1:
         raise ValueError("--grid: give only one of --grid, --cells, --diagonal")
@@ -190,7 +208,8 @@ def resolve_grid(*, grid: str | None = None, cells: str | None = None, diagonal_
     if diagonal_spec is not None:
         return parse_diagonal(diagonal_spec)
     if not default:
-        raise ValueError("--grid: no grid given; use --grid NAME, --cells 1-20x1-20 or --diagonal 101-160")
+        raise ValueError("--grid: no grid given; use --grid NAME, --cells 1-20x1-20 or "
+                         "--diagonal 101-160")
     out = get_grid(default[0])
     for name in default[1:]:
         out = out + get_grid(name)
