@@ -1,11 +1,13 @@
-"""Reading a checkpoint directory of the official code: its two files, bounded and checked, into our
-config and weights (`abacus-ray import-official`); how each field and tensor maps is model/official.py.
+"""Reading a checkpoint directory of the official code: its two files, bounded and checked, into
+our config and weights (`abacus-ray import-official`); how each field and tensor maps is
+model/official.py.
 
-Every refusal is one ValueError or OSError naming the file by its path and the field or tensor by the
-name the file gives it (`model_config.json`'s `hidden_size`, `encoder.head.dense_out.weight`), before a
-model is built: a missing or oversized file, JSON that is not an object, a safetensors file that is
-not one (a pickle under its name, which is never unpickled; one that would run code is refused in the
-wording of model/unsafe.py), names and shapes that do not fit, and tensors holding NaN or infinity.
+Every refusal is one ValueError or OSError naming the file by its path and the field or tensor by
+the name the file gives it (`model_config.json`'s `hidden_size`, `encoder.head.dense_out.weight`),
+before a model is built: a missing or oversized file, JSON that is not an object, a safetensors
+file that is not one (a pickle under its name, which is never unpickled; one that would run code is
+refused in the wording of model/unsafe.py), names and shapes that do not fit, and tensors holding
+NaN or infinity.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from abacus_ray.model.official import (
 from abacus_ray.model.unsafe import code_it_names, unsafe_file
 
 MAX_CONFIG_BYTES = 1 << 20
-MAX_WEIGHTS_BYTES = 16 << 30  # a paper model is ~0.5 GB; beyond the memory check, stops absurd files
+# a paper model is ~0.5 GB; beyond the memory check, this stops absurd files
+MAX_WEIGHTS_BYTES = 16 << 30
 
 
 @dataclass(frozen=True)
 class OfficialSource:
-    """Where an imported model came from: recorded in its checkpoint's meta.json (`describe` shows it)."""
+    """Where an imported model came from: recorded in its checkpoint's meta.json (`describe` shows
+    it)."""
 
     path: str
     official_class: str
@@ -46,7 +50,8 @@ class OfficialSource:
 
     def meta(self) -> dict[str, str]:
         return {"imported_from": self.path, "imported_class": self.official_class,
-                "imported_config_sha256": self.config_sha256, "imported_weights_sha256": self.weights_sha256}
+                "imported_config_sha256": self.config_sha256,
+                "imported_weights_sha256": self.weights_sha256}
 
 
 
@@ -60,13 +65,16 @@ def _sha256(path: Path) -> str:
 
 
 def read_arch(directory: Path) -> dict:
-    """The official `model_config.json` of a checkpoint directory (bounded in size, a JSON object)."""
+    """The official `model_config.json` of a checkpoint directory (bounded in size, a JSON
+    object)."""
     path = directory / CONFIG_FILE
     if not path.is_file():
-        raise storage.not_a_file(path, f"missing (an official checkpoint directory holds {WEIGHTS_FILE} and "
-                                       f"{CONFIG_FILE})", f"the {CONFIG_FILE} file")
+        raise storage.not_a_file(path, "missing (an official checkpoint directory holds "
+                                       f"{WEIGHTS_FILE} and {CONFIG_FILE})",
+                                 f"the {CONFIG_FILE} file")
     try:
-        arch = json.loads(storage.read_text(path, MAX_CONFIG_BYTES))  # a regular file, bounded before it is read
+        # a regular file, bounded before it is read
+        arch = json.loads(storage.read_text(path, MAX_CONFIG_BYTES))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ValueError(f"{path}: not valid JSON ({_first(e)})") from None
     if not isinstance(arch, dict):
@@ -80,21 +88,23 @@ def _first(e: BaseException) -> str:
 
 def _open_weights(path: Path):
     if not path.is_file():
-        pickled = [p.name for p in path.parent.glob("*.pth")] + [p.name for p in path.parent.glob("*.bin")]
+        pickled = ([p.name for p in path.parent.glob("*.pth")]
+                   + [p.name for p in path.parent.glob("*.bin")])
         hint = f"; {pickled[0]} is not read (a pickle: only safetensors are)" if pickled else ""
         raise storage.not_a_file(path, f"missing{hint}", f"the {WEIGHTS_FILE} file")
     size = storage.check_regular_file(path, MAX_WEIGHTS_BYTES)
     if 2 * size > storage.memory_limit():  # read into memory, then copied into the model
-        raise ValueError(f"{path}: {size:,} bytes of weights need about {2 * size:,} bytes of memory to import "
-                         f"(read, then the model), more than this machine has free for it "
-                         f"({storage.memory_limit():,} bytes); not read")
+        raise ValueError(f"{path}: {size:,} bytes of weights need about {2 * size:,} bytes of "
+                         f"memory to import (read, then the model), more than this machine has "
+                         f"free for it ({storage.memory_limit():,} bytes); not read")
     try:
         return safe_open(str(path), framework="pt", device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
         code = code_it_names(path)  # a pickle under the safetensors name, which would run code
         if code is not None:
             raise ValueError(unsafe_file(path, code)) from None
-        raise ValueError(f"{path}: not a safetensors file ({_first(e)}); pickle checkpoints are not read") from None
+        raise ValueError(f"{path}: not a safetensors file ({_first(e)}); "
+                         "pickle checkpoints are not read") from None
 
 
 def _in_files(e: ValueError, directory: Path) -> ValueError:
@@ -106,7 +116,8 @@ def _in_files(e: ValueError, directory: Path) -> ValueError:
     return e
 
 
-def _tensors(path: Path, arch: dict, cfg: ExperimentConfig) -> tuple[dict[str, torch.Tensor], dict[str, str | None]]:
+def _tensors(path: Path, arch: dict,
+             cfg: ExperimentConfig) -> tuple[dict[str, torch.Tensor], dict[str, str | None]]:
     """The file's tensors that map (names and shapes checked before any is read) and their names."""
     try:
         with _open_weights(path) as f:
@@ -117,18 +128,19 @@ def _tensors(path: Path, arch: dict, cfg: ExperimentConfig) -> tuple[dict[str, t
         raise ValueError(f"{path}: not a readable safetensors file ({_first(e)})") from None
 
 
-def load_official(directory: str | Path, *, task: str | None = None, train_max_len: int | None = None,
-                  name: str | None = None) -> tuple[ExperimentConfig, dict[str, torch.Tensor], OfficialSource]:
+def load_official(directory: str | Path, *, task: str | None = None,
+                  train_max_len: int | None = None, name: str | None = None,
+                  ) -> tuple[ExperimentConfig, dict[str, torch.Tensor], OfficialSource]:
     """(our config, our state dict, its source) for an official checkpoint directory.
 
-    Everything is checked before a tensor is read: config, names, shapes; then buffers as they are read,
-    and every tensor for NaN or infinity (named by the file's key).
+    Everything is checked before a tensor is read: config, names, shapes; then buffers as they are
+    read, and every tensor for NaN or infinity (named by the file's key).
     """
     directory = Path(directory)
     if not directory.is_dir():
         what = "is a file, not an" if directory.exists() else "no such"
-        raise FileNotFoundError(f"{directory}: {what} official checkpoint directory (it holds {WEIGHTS_FILE} and "
-                                f"{CONFIG_FILE})")
+        raise FileNotFoundError(f"{directory}: {what} official checkpoint directory "
+                                f"(it holds {WEIGHTS_FILE} and {CONFIG_FILE})")
     arch = read_arch(directory)
     path = directory / WEIGHTS_FILE
     try:
@@ -136,7 +148,8 @@ def load_official(directory: str | Path, *, task: str | None = None, train_max_l
                                        name=name or f"official-{directory.resolve().name}")
         tensors, names = _tensors(path, arch, cfg)
         check_finite(tensors, path)
-        weights = official_to_ours(tensors, names, cfg, arch["attention"]["type"] == "self-attention")
+        per_head = arch["attention"]["type"] == "self-attention"
+        weights = official_to_ours(tensors, names, cfg, per_head)
     except ValueError as e:
         raise _in_files(e, directory) from None
     source = OfficialSource(str(directory.resolve()), official_class(arch),
