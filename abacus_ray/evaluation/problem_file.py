@@ -1,13 +1,14 @@
-"""Scoring a file of problems, one a line, written the way people write them (`abacus-ray eval --problems`).
+"""Scoring a file of problems, one a line, written the way people write them (`eval --problems`).
 
 A researcher who scored a model on particular problems (an official eval set, a hand-picked list)
-scores it here on exactly those: one problem a line in natural digit order and the task's own syntax,
+scores it here on exactly those: one problem a line in natural digit order and the task's own
+syntax,
 
     add      123+4567           sub   900-45          addsub  either
     mul      12*34 (or 12x34)   or    0010+000001     sort    3705,640,65461
 
-blank lines and lines starting with `#` skipped, an optional trailing `=` accepted, spaces around the
-operators, commas and `=` ignored. Only ASCII is read: a digit of another script (Arabic-Indic,
+blank lines and lines starting with `#` skipped, an optional trailing `=` accepted, spaces around
+the operators, commas and `=` ignored. Only ASCII is read: a digit of another script (Arabic-Indic,
 full-width) is refused, and so is a space inside a number (`1 2+3` is not `12+3`). Each line becomes
 the model's text format (reversed operands, index hints for an index-hint model, sorting labels from
 the first label symbol on), and problems are grouped into the cells (task, i, j) they fall into, in
@@ -101,7 +102,8 @@ def _arith_task(model_task: str, op: str) -> str:
 
 
 def parse_line(text: str, task: str, index_hints: str) -> tuple[Cell, Problem, str]:
-    """(cell, model-format problem, natural answer) of one problem in natural syntax; ValueError if bad."""
+    """(cell, model-format problem, natural answer) of one problem in natural syntax; ValueError if
+    bad."""
     if task == "or":
         m = _BITS.fullmatch(text)
         if not m:
@@ -109,7 +111,8 @@ def parse_line(text: str, task: str, index_hints: str) -> tuple[Cell, Problem, s
         u, v = m.group(1), m.group(2)
         _check_len(u, v, limit=MAX_DIGITS)
         width = max(len(u), len(v))
-        w = "".join("1" if "1" in (a, b) else "0" for a, b in zip(u.ljust(width, "0"), v.ljust(width, "0"), strict=True))
+        w = "".join("1" if "1" in (a, b) else "0"
+                    for a, b in zip(u.ljust(width, "0"), v.ljust(width, "0"), strict=True))
         return Cell("or", len(u), len(v)), Problem(f"{u}+{v}=", w), w
     if task == "sort":
         if not _LIST.fullmatch(text):
@@ -117,15 +120,20 @@ def parse_line(text: str, task: str, index_hints: str) -> tuple[Cell, Problem, s
         numbers = text.rstrip("=").split(",")
         _check_len(*numbers, limit=MAX_SORT_DIGITS)
         if len(numbers) > len(SORT_LABELS):
-            raise ValueError(f"{len(numbers)} numbers; the model has only {len(SORT_LABELS)} labels")
+            raise ValueError(f"{len(numbers)} numbers; the model has only {len(SORT_LABELS)} "
+                             "labels")
         labels = SORT_LABELS[: len(numbers)]
-        order = sorted(range(len(numbers)), key=lambda e: int(numbers[e]))  # stable, as the generator
-        prompt = ",".join(f"{lab}:{n[::-1]}" for lab, n in zip(labels, numbers, strict=True)) + "="
+        # stable, as the generator
+        order = sorted(range(len(numbers)), key=lambda e: int(numbers[e]))
+        prompt = ",".join(f"{lab}:{n[::-1]}"
+                          for lab, n in zip(labels, numbers, strict=True)) + "="
         natural = ",".join(numbers[e] for e in order)
-        return Cell("sort", max(map(len, numbers)), len(numbers)), Problem(prompt, ",".join(labels[e] for e in order)), natural
+        return (Cell("sort", max(map(len, numbers)), len(numbers)),
+                Problem(prompt, ",".join(labels[e] for e in order)), natural)
     m = _ARITH.fullmatch(text)
     if not m:
-        example = {"add": "123+4567", "sub": "900-45", "addsub": "123+4567 or 900-45", "mul": "12*34"}[task]
+        example = {"add": "123+4567", "sub": "900-45", "addsub": "123+4567 or 900-45",
+                   "mul": "12*34"}[task]
         raise ValueError(f"expected two decimal operands and the task's operator, e.g. {example}")
     a, op, b = m.groups()
     _check_len(a, b, limit=MAX_DIGITS)
@@ -135,7 +143,8 @@ def parse_line(text: str, task: str, index_hints: str) -> tuple[Cell, Problem, s
     sym = "x" if cell_task == "mul" else op
     answer = reversed_answer(value)
     if index_hints != "none":
-        problem = hinted_problem(a[::-1], sym, b[::-1], answer, 0)  # eval hints start at the first symbol
+        # eval hints start at the first symbol
+        problem = hinted_problem(a[::-1], sym, b[::-1], answer, 0)
     else:
         problem = Problem(f"{a[::-1]}{sym}{b[::-1]}=", answer)
     return Cell(cell_task, len(a), len(b)), problem, str(value)
@@ -148,20 +157,23 @@ def _check_len(*operands: str, limit: int) -> None:
 
 
 def joined(text: str) -> str:
-    """A stripped line with the spaces around its operators, commas and '=' removed; a character outside
-    ASCII (a digit of another script, a full-width sign) or a space inside a number is refused."""
+    """A stripped line with the spaces around its operators, commas and '=' removed; a character
+    outside ASCII (a digit of another script, a full-width sign) or a space inside a number is
+    refused."""
     foreign = next((c for c in text if not c.isascii()), None)
     if foreign is not None:
-        raise ValueError(f"{foreign!r} (U+{ord(foreign):04X}) is not ASCII; write numbers with the digits 0-9")
+        raise ValueError(f"{foreign!r} (U+{ord(foreign):04X}) is not ASCII; "
+                         "write numbers with the digits 0-9")
     text = _AROUND_SYMBOLS.sub(r"\1", text)
     if any(c.isspace() for c in text):
-        raise ValueError("a space inside a number ('1 2+3' is not 12+3); write each number without spaces")
+        raise ValueError("a space inside a number ('1 2+3' is not 12+3); "
+                         "write each number without spaces")
     return text
 
 
 def read_problem_file(path: str | Path, cfg: ExperimentConfig) -> ProblemSet:
-    """Parse and bound a problem file for a model of config `cfg`; errors name the file and line (as an
-    editor counts lines: '\\n' ends one)."""
+    """Parse and bound a problem file for a model of config `cfg`; errors name the file and line
+    (as an editor counts lines: '\\n' ends one)."""
     path = storage.local_path(path, "--problems", "a problem file")
     if not path.is_file():
         raise storage.not_a_file(path, "no such problem file", "a problem file")
@@ -197,8 +209,8 @@ def read_problem_file(path: str | Path, cfg: ExperimentConfig) -> ProblemSet:
 
 
 def natural(task: str, model_text: str) -> str:
-    """A model-format output in natural order: arithmetic digits un-reversed (hint symbols dropped, a
-    trailing '-' moved to the front); other tasks as they are."""
+    """A model-format output in natural order: arithmetic digits un-reversed (hint symbols dropped,
+    a trailing '-' moved to the front); other tasks as they are."""
     if task not in ("add", "sub", "mul"):
         return model_text
     kept = "".join(ch for ch in model_text if ch.isdigit() or ch == "-")
@@ -219,64 +231,78 @@ def score_problem_set(checkpoint, problems: ProblemSet, eval_cfg: EvalConfig, *,
     cell_rows, problem_rows = [], []
     now = datetime.now(UTC).isoformat(timespec="seconds")
     for task in dict.fromkeys(c.task for c in groups):
-        s = settings_for(cfg, eval_cfg, device.type, task, samples=True)  # predictions: a decoding engine
+        # predictions: a decoding engine
+        s = settings_for(cfg, eval_cfg, device.type, task, samples=True)
         cells = [c for c in groups if c.task == task]
-        prepared = [prepare_cell(c, [p.problem for p in groups[c]], tok, s.eval_seed, s.scoring) for c in cells]
+        prepared = [prepare_cell(c, [p.problem for p in groups[c]], tok, s.eval_seed, s.scoring)
+                    for c in cells]
         outcomes = run_cells(model, prepared, engine=s.engine, recurrences=s.recurrences,
-                             require_eos=s.require_eos, token_budget=s.token_budget or None, precision=s.precision)
+                             require_eos=s.require_eos, token_budget=s.token_budget or None,
+                             precision=s.precision)
         for o in outcomes:
             errors = cell_errors(o)
-            key = s.key_columns(checkpoint.model_id, o.cell) | {"per_cell": 0}  # none generated: never a grid key
+            # none generated: never a grid key
+            key = s.key_columns(checkpoint.model_id, o.cell) | {"per_cell": 0}
             cell_rows.append(base | key | errors.columns() | {
-                "region": region_of(o.cell.task, o.cell.i, o.cell.j, cfg.task.train_max_len, cfg.task.train_max_array),
-                "n_train": cfg.task.train_max_len, "n": o.n, "n_correct": o.n_correct, "accuracy": o.n_correct / o.n,
-                "n_first_correct": sum(o.first_correct), "engine": o.engine, "precision": s.precision,
-                "seconds": o.seconds, "evaluated_at": now})
+                "region": region_of(o.cell.task, o.cell.i, o.cell.j, cfg.task.train_max_len,
+                                    cfg.task.train_max_array),
+                "n_train": cfg.task.train_max_len, "n": o.n, "n_correct": o.n_correct,
+                "accuracy": o.n_correct / o.n, "n_first_correct": sum(o.first_correct),
+                "engine": o.engine, "precision": s.precision, "seconds": o.seconds,
+                "evaluated_at": now})
             for r, fp in enumerate(groups[o.cell]):
                 problem_rows.append({
-                    "model_id": checkpoint.model_id, "name": cfg.name, "run_id": run_id, "problems": problems.label,
-                    "line": fp.line, "problem": fp.text, "task": o.cell.task, "i": o.cell.i, "j": o.cell.j,
-                    "answer": fp.answer, "prediction": natural(o.cell.task, o.predictions[r]),
-                    "prompt": fp.problem.prompt, "target": fp.problem.answer, "output": o.predictions[r],
-                    "stopped": o.stopped[r], "correct": o.correct[r], "first_wrong": o.first_wrong[r],
-                    "error": errors.classes[r], "engine": o.engine, "eval_seed": s.eval_seed,
-                    "recurrences": s.recurrences, "scoring": s.scoring})
+                    "model_id": checkpoint.model_id, "name": cfg.name, "run_id": run_id,
+                    "problems": problems.label, "line": fp.line, "problem": fp.text,
+                    "task": o.cell.task, "i": o.cell.i, "j": o.cell.j, "answer": fp.answer,
+                    "prediction": natural(o.cell.task, o.predictions[r]),
+                    "prompt": fp.problem.prompt, "target": fp.problem.answer,
+                    "output": o.predictions[r], "stopped": o.stopped[r], "correct": o.correct[r],
+                    "first_wrong": o.first_wrong[r], "error": errors.classes[r],
+                    "engine": o.engine, "eval_seed": s.eval_seed, "recurrences": s.recurrences,
+                    "scoring": s.scoring})
     problem_rows.sort(key=lambda row: row["line"])
     return cell_rows, problem_rows
 
 
-def check_problems_memory(cfg: ExperimentConfig, problems: ProblemSet, eval_cfg: EvalConfig, device) -> None:
-    """Refuse before the weights are loaded when the file's problems cannot be scored at once on `device`
-    (model/memory.py): each cell is padded to its longest line, and a task's cells are scored together."""
+def check_problems_memory(cfg: ExperimentConfig, problems: ProblemSet, eval_cfg: EvalConfig,
+                          device) -> None:
+    """Refuse before the weights are loaded when the file's problems cannot be scored at once on
+    `device` (model/memory.py): each cell is padded to its longest line, and a task's cells are
+    scored together."""
     groups = problems.cells()
-    tokens = sum(len(ps) * max(len(p.problem.prompt) + len(p.problem.answer) + 1 for p in ps) for ps in groups.values())
+    tokens = sum(len(ps) * max(len(p.problem.prompt) + len(p.problem.answer) + 1 for p in ps)
+                 for ps in groups.values())
     rows = max(len(problems.problems), 1)
-    check_eval_fits(cfg, device, rows=rows, length=-(-tokens // rows), token_budget=eval_cfg.token_budget or 8192,
-                    key="--problems")
+    check_eval_fits(cfg, device, rows=rows, length=-(-tokens // rows),
+                    token_budget=eval_cfg.token_budget or 8192, key="--problems")
 
 
-def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path, eval_cfg: EvalConfig,
-                          out_dir: str | Path, *, device=None, run_id: str | None = None) -> tuple[int, int, object]:
-    """Score a problem file on one checkpoint into `out_dir`; returns (problems, correct, problem part),
-    (0, 0, None) when this file was already scored on this model there.
+def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path,
+                          eval_cfg: EvalConfig, out_dir: str | Path, *, device=None,
+                          run_id: str | None = None) -> tuple[int, int, object]:
+    """Score a problem file on one checkpoint into `out_dir`; returns (problems, correct, problem
+    part), (0, 0, None) when this file was already scored on this model there.
 
     The file is read and bounded against the checkpoint's config before the weights are loaded. One
     results directory holds one problem file's results (their cell rows share per_cell = 0)."""
     path = resolve_checkpoint(checkpoint_path)
     problems = read_problem_file(problems_path, read_checkpoint_config(path))
     model_id = read_json(path / META_FILE).get("model_id")
-    earlier = read_problems(out_dir) if storage.is_dir(storage.resolve(out_dir) / PROBLEMS_DIR) else None
+    earlier = (read_problems(out_dir) if storage.is_dir(storage.resolve(out_dir) / PROBLEMS_DIR)
+               else None)
     if earlier is not None and len(earlier):
         other = sorted(set(earlier["problems"]) - {problems.label})
         if other:
-            raise ValueError(f"--out: {out_dir} holds the results of another problem file ({other[0]}); "
-                             "use one results directory per problem file")
+            raise ValueError(f"--out: {out_dir} holds the results of another problem file "
+                             f"({other[0]}); use one results directory per problem file")
         if model_id in set(earlier["model_id"]):
             return 0, 0, None  # this file on this model is already scored
     device = torch.device(device) if device is not None else default_device()
     check_problems_memory(read_checkpoint_config(path), problems, eval_cfg, device)
     ckpt = load_checkpoint(path, map_location=device)
     cell_rows, problem_rows = score_problem_set(ckpt, problems, eval_cfg, run_id=run_id)
-    part = write_problems(out_dir, problem_rows)  # problems first: a cell row always has its problems
+    # problems first: a cell row always has its problems
+    part = write_problems(out_dir, problem_rows)
     write_cells(out_dir, cell_rows)
     return len(problem_rows), sum(r["correct"] for r in problem_rows), part
