@@ -12,8 +12,8 @@ URI):
     trials.parquet    the trial record: each trial's status and last checkpoint
 
 and on the driver's own disk (the same directory when `S` is local; `storage.driver_dir` otherwise)
-the MLflow store (`mlflow.db`) and the dashboard site (`dashboard/`). Readers, writers and the
-commands take these names from `SweepDir` alone.
+the MLflow store (`mlflow.db`, its artifacts in `mlartifacts/`) and the dashboard site
+(`dashboard/`). Readers, writers and the commands take these names from `SweepDir` alone.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class SweepDir:
     TRIALS: ClassVar[str] = "trials.parquet"
     DASHBOARD: ClassVar[str] = "dashboard"
     TRACKING_STORE: ClassVar[str] = "mlflow.db"
+    TRACKING_ARTIFACTS: ClassVar[str] = "mlartifacts"  # the MLflow runs' artifacts, beside the store
 
     @classmethod
     def of(cls, root: Location) -> SweepDir:

@@ -69,7 +69,7 @@ def artifact_root(root: Path | str) -> str | None:
     server keeps its own (None)."""
     if isinstance(root, str) and "://" in root:
         return None
-    return (Path(root) / "mlartifacts").resolve().as_uri()
+    return (Path(root) / SweepDir.TRACKING_ARTIFACTS).resolve().as_uri()
 
 
 def tracked(result: dict[str, Any]) -> dict[str, Any]:
