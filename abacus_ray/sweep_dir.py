@@ -44,7 +44,7 @@ class SweepDir:
     TRIALS: ClassVar[str] = "trials.parquet"
     DASHBOARD: ClassVar[str] = "dashboard"
     TRACKING_STORE: ClassVar[str] = "mlflow.db"
-    TRACKING_ARTIFACTS: ClassVar[str] = "mlartifacts"  # the MLflow runs' artifacts, beside the store
+    TRACKING_ARTIFACTS: ClassVar[str] = "mlartifacts"  # MLflow artifacts, beside the store
 
     @classmethod
     def of(cls, root: Location) -> SweepDir:
