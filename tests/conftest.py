@@ -116,13 +116,15 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_fixture_setup(fixturedef, request):
-    """The `s3` fixture starts a server only for a test marked slow (`make test-fast` promises none).
-    The collection hook above marks the tests that name it; one asked for at run time
-    (`request.getfixturevalue`, a fixture's param) is seen only here, and must carry the mark itself."""
+    """The `s3` fixture starts a server only for a test marked slow (`make test-fast` promises
+    none). The collection hook above marks the tests that name it; one asked for at run time
+    (`request.getfixturevalue`, a fixture's param) is seen only here, and must carry the mark
+    itself."""
     item = _RUNNING[-1] if _RUNNING else None
     if fixturedef.argname == "s3" and item is not None and not item.get_closest_marker("slow"):
-        pytest.fail(f"{item.nodeid} starts an S3 server (fixture `s3`) but is not marked slow: mark it, or the "
-                    "fixture param that asks for the server (pytest.param(..., marks=pytest.mark.slow))", pytrace=False)
+        pytest.fail(f"{item.nodeid} starts an S3 server (fixture `s3`) but is not marked slow: "
+                    "mark it, or the fixture param that asks for the server "
+                    "(pytest.param(..., marks=pytest.mark.slow))", pytrace=False)
 
 
 class ListenerWatch:

@@ -123,9 +123,9 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float) -> str:
 
 
 def uninterrupted_scores(configs: list, grid: str, out: Path) -> dict[tuple[str, int, int], int]:
-    """What an uninterrupted run of these trials scores: each trained straight through in this process
-    (one torch thread, as a 1-CPU Ray worker; the thread count moves a weight's last bits) and scored
-    on `grid`'s cells with its own eval settings. (model_id, i, j) -> n_correct."""
+    """What an uninterrupted run of these trials scores: each trained straight through in this
+    process (one torch thread, as a 1-CPU Ray worker; the thread count moves a weight's last bits)
+    and scored on `grid`'s cells with its own eval settings. (model_id, i, j) -> n_correct."""
     from abacus_ray.evaluation.grids import resolve_grid_names
     from abacus_ray.evaluation.runner import score_cells
     from abacus_ray.model.checkpoint import load_checkpoint

@@ -341,7 +341,8 @@ def test_predictions_per_recurrence_end_in_the_kv_predictions():
 
 
 class Recording(torch.nn.Module):
-    """The model itself, keeping every row's logits at its own positions (keyed by its tokens and noise)."""
+    """The model itself, keeping every row's logits at its own positions (keyed by its tokens and
+    noise)."""
 
     def __init__(self, inner: ArithmeticTransformer):
         super().__init__()
@@ -351,7 +352,8 @@ class Recording(torch.nn.Module):
     def forward(self, input_ids, noise=None, **kw):
         logits = self.inner(input_ids, noise=noise, **kw)
         for b, ids in enumerate(input_ids.tolist()):
-            n = len(ids) - next((k for k, t in enumerate(reversed(ids)) if t != 0), len(ids))  # PAD = 0
+            pad = next((k for k, t in enumerate(reversed(ids)) if t != 0), len(ids))  # PAD = 0
+            n = len(ids) - pad
             key = (tuple(ids[:n]), tuple(noise[b, 0, :4].tolist()))
             assert key not in self.rows
             self.rows[key] = logits[b, :n].clone()

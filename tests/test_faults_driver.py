@@ -54,9 +54,9 @@ def test_killed_sweep_driver_resumes_through_tuner_restore(tmp_path):
     from abacus_ray.evaluation.results import KEY, read_cells
 
     storage = tmp_path / "storage"
-    # three trials on 2 CPUs (the tiny Fig. 10 has two per seed): two train while the third waits, so the
-    # kill lands with one finished and others not; batches of 64, as the test was timed; a steps budget
-    # alone, so that the rerun can be held to what an uninterrupted run trains (docs/fidelity.md)
+    # three trials on 2 CPUs (the tiny Fig. 10 has two per seed): two train while the third waits, so
+    # the kill lands with one finished and others not; batches of 64, as the test was timed; a steps
+    # budget alone, so that the rerun can be held to what an uninterrupted run trains (fidelity.md)
     cmd = [sys.executable, "sweeps/fig10_k.py", "--preset", "tiny", "--seeds", "2", "--max-trials", "3",
            "--num-cpus", "2", "--set", "train.global_batch=64", "--set", "train.micro_batch=64",
            "--set", "train.budget_hours=none",
@@ -114,10 +114,11 @@ def test_killed_sweep_driver_resumes_through_tuner_restore(tmp_path):
     # n_correct in every cell
     from abacus_ray.config import ExperimentConfig
 
-    spec = json.loads((storage / "fig10_k" / "sweep.json").read_text())  # the trials' resolved configs
+    spec = json.loads((storage / "fig10_k" / "sweep.json").read_text())  # the trials' configs
     configs = [ExperimentConfig.from_dict(t) for t in spec["trials"]]
     want = uninterrupted_scores(configs, SWEEP_CELLS, tmp_path / "uninterrupted")
-    got = {(m, i, j): n for m, i, j, n in zip(df["model_id"], df["i"], df["j"], df["n_correct"], strict=True)}
+    got = {(m, i, j): n
+           for m, i, j, n in zip(df["model_id"], df["i"], df["j"], df["n_correct"], strict=True)}
     assert got == want, (sorted(set(df["model_id"])), sorted({m for m, _, _ in want}))
     # Tracking (the default, MLflow through Tune's callback): one run per trial, the killed session's
     # runs continued rather than duplicated, each with the full config, training metrics, eval means

@@ -22,10 +22,11 @@ from benchmarks.census import descendants, title
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.cost(100)]
 
 
-# A steps budget alone (no device-hours limit) makes the run deterministic: a wall-clock limit would
-# let the machine's speed move the lr schedule (docs/fidelity.md). Reports every 0.25 s and checkpoints
-# every 2.4 s: the kill (just after the first report past the first checkpoint) loses uncheckpointed
-# training and usually lands before the second checkpoint (the test finds out which one it resumed).
+# A steps budget alone (no device-hours limit) makes the run deterministic: a wall-clock limit
+# would let the machine's speed move the lr schedule (docs/fidelity.md). Reports every 0.25 s and
+# checkpoints every 2.4 s: the kill (just after the first report past the first checkpoint) loses
+# uncheckpointed training and usually lands before the second checkpoint (the test finds out which
+# one it resumed).
 # Long enough that on an idle core (~19 steps/s) the trial still runs seconds after Tune has
 # recorded a report past its first checkpoint (160 steps finished before the kill in a quiet CI run).
 TRIAL_STEPS = 480

@@ -53,22 +53,25 @@ ROOM_SHARE = 0.5  # of the run's median trial: how long a node may have room for
 
 
 def room_bound(schedule: Schedule) -> float:
-    """The longest a node may have room for a waiting trial (one hand-over): `ROOM_SHARE` of the median
-    trial's tenure in the same run. A busy runner stretches a hand-over (a worker process starting,
-    Tune's loop) as it stretches the trials, so the bound follows the run itself, not a fixed number of
-    seconds times a slowness measured apart (up to 14 beside two busy loops: a bound no schedule meets)."""
+    """The longest a node may have room for a waiting trial (one hand-over): `ROOM_SHARE` of the
+    median trial's tenure in the same run. A busy runner stretches a hand-over (a worker process
+    starting, Tune's loop) as it stretches the trials, so the bound follows the run itself, not a
+    fixed number of seconds times a slowness measured apart (up to 14 beside two busy loops: a
+    bound no schedule meets)."""
     return ROOM_SHARE * statistics.median(t.end - t.start for t in schedule.trials)
 
 
 def test_a_slot_left_idle_for_longer_than_half_a_trial_fails_however_slow_the_machine(monkeypatch):
-    """A node that had room for a waiting trial for 30 s while trials took 10 s is reported, with the
-    machine measured 14 times slower than the reference (15 s x 14 once let it pass)."""
+    """A node that had room for a waiting trial for 30 s while trials took 10 s is reported, with
+    the machine measured 14 times slower than the reference (15 s x 14 once let it pass)."""
     monkeypatch.setenv("ABACUS_TEST_SLOWNESS", "14")
     slowness.cache_clear()
     try:
         nodes = {"n1": {"CPU": 1.0, "cpu_pool": 1.0}}
-        trials = [Held("n1", {"cpu_pool": 1.0}, 0.0, 10.0, 1), Held("n1", {"cpu_pool": 1.0}, 40.0, 50.0, 2)]
-        schedule = Schedule(trials, nodes, 0.4, 1.0, 50.0, longest_room_while_waiting(trials, nodes))
+        one = {"cpu_pool": 1.0}
+        trials = [Held("n1", one, 0.0, 10.0, 1), Held("n1", one, 40.0, 50.0, 2)]
+        room = longest_room_while_waiting(trials, nodes)
+        schedule = Schedule(trials, nodes, 0.4, 1.0, 50.0, room)
         assert schedule.longest_room == pytest.approx(30.0) and slowness() == 14.0
         problems = schedule.problems(2, [], room_bound_s=room_bound(schedule), min_busy=0.0)
         assert [p for p in problems if "had room" in p] == [
@@ -118,8 +121,10 @@ def test_mixed_trial_shapes_keep_their_nodes_busy(cluster, tmp_path):
     print(f"\nmixed shapes: {len(schedule.trials)} trials in a {schedule.span:.0f} s span (job "
           f"{time.monotonic() - t0:.0f} s, machine factor {factor:.2f}); slots {schedule.busy_while_waiting:.1%} busy while "
           f"trials waited ({schedule.busy:.1%} over the span); longest room "
-          f"for a waiting trial {schedule.longest_room:.1f} s (bound {room_bound(schedule):.1f} s)\n{schedule.lanes()}")
-    assert schedule.problems(7, table, room_bound_s=room_bound(schedule), min_busy=0.85, while_waiting=True) == []
+          f"for a waiting trial {schedule.longest_room:.1f} s (bound {room_bound(schedule):.1f} s)\n"
+          f"{schedule.lanes()}")
+    assert schedule.problems(7, table, room_bound_s=room_bound(schedule), min_busy=0.85,
+                             while_waiting=True) == []
     cells = read_cells(tmp_path / "mixed_shapes" / "results")
     assert cells["model_id"].nunique() == 7 and len(cells) == 7 * 16
 

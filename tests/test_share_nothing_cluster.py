@@ -6,8 +6,8 @@ directory; the checkout read-only, as an image), all in a loopback-only network 
 other inhabitant is a real S3 server (SeaweedFS, `tests/s3server.py`). What a cloud lab has: a file a
 node writes locally is seen by no other node, so whatever the sweep needs elsewhere must go through
 the bucket. One scenario instead keeps the sweep in a host directory outside the nodes' private
-`/tmp`, which every node sees, as a shared mount. One cluster for the module; the scenarios run in file
-order and share the clean run.
+`/tmp`, which every node sees, as a shared mount. One cluster for the module; the scenarios run in
+file order and share the clean run.
 """
 
 from __future__ import annotations
@@ -265,10 +265,11 @@ def test_worker_nodes_lost_mid_training_and_mid_evaluation(lab, clean, tmp_path)
 
 
 def test_worker_node_lost_with_a_shared_directory_storage(lab, clean, tmp_path):
-    """The node under a training trial SIGKILLed with `--storage` a directory every node mounts (a host
-    directory outside the nodes' private /tmp, as an NFS mount would be) and a fresh node joining: the
-    trial resumes from the directory's checkpoints; every cell once, the numbers of the clean run (on
-    the bucket: where a sweep keeps its files does not change what it trains or scores)."""
+    """The node under a training trial SIGKILLed with `--storage` a directory every node mounts (a
+    host directory outside the nodes' private /tmp, as an NFS mount would be) and a fresh node
+    joining: the trial resumes from the directory's checkpoints; every cell once, the numbers of the
+    clean run (on the bucket: where a sweep keeps its files does not change what it trains or
+    scores)."""
     cluster, _ = lab
     t0 = time.monotonic()
     shared = Path(tempfile.mkdtemp(prefix="abacus-shared-", dir="/var/tmp"))
@@ -277,9 +278,10 @@ def test_worker_node_lost_with_a_shared_directory_storage(lab, clean, tmp_path):
         job = start_job(cluster, [*SWEEP, "--storage", str(shared)], log)
         try:
             wait_for(lambda: list((shared / "fig10_k" / "train").glob("*/step-*/meta.json")), 300,
-                     "a checkpoint in the shared directory", interval=1, alive=lambda: job.poll() is None,
-                     context=lambda: tail(log))
-            victim = wait_for(lambda: node_hosting(cluster, "RayTrainWorker"), 60, "a live Train worker")
+                     "a checkpoint in the shared directory", interval=1,
+                     alive=lambda: job.poll() is None, context=lambda: tail(log))
+            victim = wait_for(lambda: node_hosting(cluster, "RayTrainWorker"), 60,
+                              "a live Train worker")
             cluster.kill_node(victim)
             killed = time.monotonic() - t0
             cluster.add_node("w5", num_cpus=3)
@@ -292,8 +294,8 @@ def test_worker_node_lost_with_a_shared_directory_storage(lab, clean, tmp_path):
         shutil.rmtree(shared, ignore_errors=True)
     assert len(df) == CELLS and not df.duplicated(KEY).any()
     assert same_scores(df, clean[1]) == ""
-    print(f"\nshared directory: killed {victim} at {killed:.0f}s (training), w5 joined; {len(df)} cells, equal to "
-          f"the clean run's; {time.monotonic() - t0:.0f}s")
+    print(f"\nshared directory: killed {victim} at {killed:.0f}s (training), w5 joined; {len(df)} "
+          f"cells, equal to the clean run's; {time.monotonic() - t0:.0f}s")
 
 
 def driver_of(cluster: Cluster) -> psutil.Process | None:

@@ -35,7 +35,7 @@ def s3_env(s3, monkeypatch):
     return s3
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])  # an S3 server: not test-fast
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])  # S3: not test-fast
 def root(request, tmp_path):
     """A fresh storage root: a local directory, or a prefix of the S3 server's bucket."""
     if request.param == "local":

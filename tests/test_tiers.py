@@ -22,16 +22,17 @@ ROOT = TESTS.parent
 
 def fast_marks() -> str:
     """The `-m` expression of `make test-fast`, read from the Makefile."""
-    return re.search(r'^test-fast:.*\n\t.*-m "([^"]+)"', (ROOT / "Makefile").read_text(), re.M).group(1)
+    rule = re.search(r'^test-fast:.*\n\t.*-m "([^"]+)"', (ROOT / "Makefile").read_text(), re.M)
+    return rule.group(1)
 
 
 def test_the_fast_tier_of_every_s3_module_starts_no_s3_server(tmp_path):
     modules = [str(p) for p in sorted(TESTS.glob("test_*.py"))
                if p.name != Path(__file__).name and "s3server" in p.read_text()]
     assert modules
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-                             "-m", fast_marks(), *modules], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", fast_marks()]
+    proc = subprocess.Popen([*cmd, *modules], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
     started = set()
     while proc.poll() is None:  # a server lives seconds at least (started, probed, stopped)
         started |= {p.pid for p in descendants(proc.pid) if _name(p) == "weed"}

@@ -32,8 +32,8 @@ def _rank(rank, world, store, cfg_dict, out, resume):
             shutil.copytree(metrics["checkpoint"], f"{out}/halfway")
 
     try:
-        result = train(ExperimentConfig.from_dict(cfg_dict), process_group=dist.group.WORLD, report=keep_halfway,
-                       checkpoint_dir=f"{out}/ckpt-{rank}", resume_from=resume)
+        result = train(ExperimentConfig.from_dict(cfg_dict), process_group=dist.group.WORLD,
+                       report=keep_halfway, checkpoint_dir=f"{out}/ckpt-{rank}", resume_from=resume)
         torch.save({"model_id": result.model_id, "losses": result.losses}, f"{out}/rank-{rank}.pt")
         dist.barrier()  # no rank tears gloo down while the other still talks
     finally:

@@ -214,8 +214,8 @@ class _Session:
         return loss_sum, tokens, grad_norm
 
     def save(self, fraction: float, loss: float) -> tuple[str, str] | None:
-        """Rank 0 writes a numbered checkpoint with every rank's RNG streams (gathered: all ranks call
-        this at the same step; the others may lack a checkpoint_dir)."""
+        """Rank 0 writes a numbered checkpoint with every rank's RNG streams (gathered: all ranks
+        call this at the same step; the others may lack a checkpoint_dir)."""
         rngs = every_rank_rng_state(self.process_group)
         if self.rank != 0 or self.root is None:
             return None
