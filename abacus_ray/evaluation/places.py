@@ -1,15 +1,17 @@
 """Where results are: the one reading of a RESULTS argument that every command shares.
 
-A command that reads results (`summary`, `dashboard`) or adds to them (`eval-all`) accepts any of the
-three places a run leaves, on a local disk or as an object-store URI:
+A command that reads results (`summary`, `dashboard`) or adds to them (`eval-all`) accepts any of
+the three places a run leaves, on a local disk or as an object-store URI:
 
 * a *results directory*: `part-*.parquet` in it (what `abacus-ray eval --out` writes);
-* a *sweep root*: the directory a sweep writes (`results/`, `train/`, `sweep.json`), e.g. `results/demo/fig10_k`;
+* a *sweep root*: the directory a sweep writes (`results/`, `train/`, `sweep.json`), e.g.
+  `results/demo/fig10_k`;
 * a *storage root*: a directory of sweep roots (a sweep's `--storage`, a bucket prefix).
 
-`results_dirs` lists the results directories a place holds, for readers; `evaluation_places` pairs each
-place's checkpoints with the results directory they belong in, for `eval-all`. Both refuse, in one line
-naming the argument (`flag`, or with `flag=""` the place itself), a place that does not exist or holds none.
+`results_dirs` lists the results directories a place holds, for readers; `evaluation_places` pairs
+each place's checkpoints with the results directory they belong in, for `eval-all`. Both refuse, in
+one line naming the argument (`flag`, or with `flag=""` the place itself), a place that does not
+exist or holds none.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ RESULTS_DIR = SweepDir.RESULTS  # a sweep root's results directory
 
 
 def _place(target: str | Path | Location, flag: str) -> Location:
-    """`target` resolved and checked to be a directory there (a URI probed for reading: one line, seconds)."""
+    """`target` resolved and checked to be a directory there (a URI probed for reading: one line,
+    seconds)."""
     if isinstance(target, Location):  # resolved (and probed) by the command line already
         loc = target
     else:
@@ -45,17 +48,19 @@ def _named(flag: str, loc: Location) -> str:
 
 
 def results_dirs(target: str | Path | Location, flag: str = "RESULTS") -> list[Location]:
-    """The results directories under `target`: itself, its `results/` (a sweep root), or every `*/results/`
-    (a storage root), in name order."""
+    """The results directories under `target`: itself, its `results/` (a sweep root), or every
+    `*/results/` (a storage root), in name order."""
     loc = _place(target, flag)
     if part_files(loc):
         return [loc]
     if part_files(loc / RESULTS_DIR):
         return [loc / RESULTS_DIR]
-    found = [c / RESULTS_DIR for c in storage.listdir(loc) if storage.is_dir(c) and part_files(c / RESULTS_DIR)]
+    found = [c / RESULTS_DIR for c in storage.listdir(loc)
+             if storage.is_dir(c) and part_files(c / RESULTS_DIR)]
     if not found:
-        raise ValueError(f"{_named(flag, loc)}: holds no abacus-ray results ({PART_GLOB} in it, in {RESULTS_DIR}/ or in "
-                         f"*/{RESULTS_DIR}/); run a sweep or `abacus-ray eval CHECKPOINT --out {loc}` first")
+        raise ValueError(f"{_named(flag, loc)}: holds no abacus-ray results ({PART_GLOB} in it, "
+                         f"in {RESULTS_DIR}/ or in */{RESULTS_DIR}/); run a sweep or "
+                         f"`abacus-ray eval CHECKPOINT --out {loc}` first")
     return found
 
 
@@ -83,7 +88,8 @@ def _at(root: Location, results: Location) -> EvaluationPlace:
     return EvaluationPlace(root, results, sweep=_is_sweep(root))
 
 
-def evaluation_places(target: str | Path | Location, flag: str = "RESULTS") -> list[EvaluationPlace]:
+def evaluation_places(target: str | Path | Location,
+                      flag: str = "RESULTS") -> list[EvaluationPlace]:
     """Where `eval-all TARGET` finds models and writes their results, one place per sweep, never
     above TARGET but for a results directory's own sweep or run: a results directory and the sweep
     root (or training run) it lies in, else itself alone; a sweep root and its `results/`; each
