@@ -2,32 +2,34 @@
 
 Layout of a results directory (a local path or an object-store URI, through `abacus_ray.storage`):
 
-    RESULTS/part-<keys-hash>.parquet           one row per (model, task, cell, eval settings)   (`CELL_SCHEMA`)
+    RESULTS/part-<keys-hash>.parquet           one row per (model, task, cell, eval settings)
+                                               (`CELL_SCHEMA`)
     RESULTS/samples/part-<keys-hash>.parquet   optional per-problem rows (`SAMPLE_SCHEMA`)
 
-Every flush writes a new part atomically (a local disk: temporary file + rename; an object store: one
-PUT), so a reader (or a run killed mid-write) never sees half a file; readers only read
+Every flush writes a new part atomically (a local disk: temporary file + rename; an object store:
+one PUT), so a reader (or a run killed mid-write) never sees half a file; readers only read
 `part-*.parquet`. Parts are never rewritten, which lets many evaluators (Ray Data actors) write into
 one directory at once.
 
-Two writers on one RESULTS (two `eval`s, a rerun beside a running sweep) leave each key once, with no
-lock file (none works on an object store): a part is named after the keys it holds, so the same cells
-written twice are one object; a writer re-lists the directory before every write and drops rows whose
-key has appeared since (`KeyIndex`); and every reader keeps the first row of a key in part-name order,
-for the rare race that leaves two parts with one key. A part that cannot be read (truncated, garbage
-bytes) is named in a warning and skipped: the rest stays readable and a rerun scores its cells again.
+Two writers on one RESULTS (two `eval`s, a rerun beside a running sweep) leave each key once, with
+no lock file (none works on an object store): a part is named after the keys it holds, so the same
+cells written twice are one object; a writer re-lists the directory before every write and drops
+rows whose key has appeared since (`KeyIndex`); and every reader keeps the first row of a key in
+part-name order, for the rare race that leaves two parts with one key. A part that cannot be read
+(truncated, garbage bytes) is named in a warning and skipped: the rest stays readable and a rerun
+scores its cells again.
 
-The key of a cell row is `KEY`: (model_id, task, i, j, per_cell, eval_seed, recurrences, require_eos,
-scoring). A rerun skips cells whose key is present. The engine (teacher / kv / naive) and the precision
-are *not* in the key: the engines agree problem by problem (the equivalence tests), so a cell scored
-once is done. `require_eos` is (it changes the sorting metric), and so is `scoring` (`SCORINGS`: the
-index-hint rule); `recurrences` is the resolved test-time depth. Schema version 2 added `scoring`;
-version-1 parts read as `scoring = "exact"`, the only rule there was.
+The key of a cell row is `KEY`: (model_id, task, i, j, per_cell, eval_seed, recurrences,
+require_eos, scoring). A rerun skips cells whose key is present. The engine (teacher / kv / naive)
+and the precision are *not* in the key: the engines agree problem by problem (the equivalence
+tests), so a cell scored once is done. `require_eos` is (it changes the sorting metric), and so is
+`scoring` (`SCORINGS`: the index-hint rule); `recurrences` is the resolved test-time depth. Schema
+version 2 added `scoring`; version-1 parts read as `scoring = "exact"`, the only rule there was.
 
 Column names: the core columns below, plus one column per flattened `ExperimentConfig` field of the
-evaluated checkpoint (`model.positions`, `model.max_k`, `task.train_max_len`, `seed`, ...), except the
-`eval.*` section, which described how the model was *meant* to be evaluated; the row's own columns say
-how it was.
+evaluated checkpoint (`model.positions`, `model.max_k`, `task.train_max_len`, `seed`, ...), except
+the `eval.*` section, which described how the model was *meant* to be evaluated; the row's own
+columns say how it was.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ ADDED_KEYS = {"scoring": "exact"}
 SAMPLES_DIR = "samples"
 PART_GLOB = "part-*.parquet"
 
-KEY = ("model_id", "task", "i", "j", "per_cell", "eval_seed", "recurrences", "require_eos", "scoring")
+KEY = ("model_id", "task", "i", "j", "per_cell", "eval_seed", "recurrences", "require_eos",
+       "scoring")
 # Columns every cell part has held since schema version 1: a file without them is not ours.
 REQUIRED = (*(k for k in KEY if k not in ADDED_KEYS), "region", "n", "n_correct", "accuracy")
 SAMPLE_KEY = (*KEY, "index")
@@ -80,12 +83,16 @@ _CORE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("n", pa.int64()),  # problems scored (bitwise OR cells hold min(i, j))
     ("n_correct", pa.int64()),
     ("accuracy", pa.float64()),  # n_correct / n, a fraction in [0, 1]
-    ("n_first_correct", pa.int64()),  # first answer token right: sorting's "min. elem. only" (Table 2)
-    ("n_carry_errors", pa.int64()),  # wrong answers by class (evaluation/errors.py; schema version 2)
+    # first answer token right: sorting's "min. elem. only" (Table 2)
+    ("n_first_correct", pa.int64()),
+    # wrong answers by class (evaluation/errors.py; schema version 2)
+    ("n_carry_errors", pa.int64()),
     ("n_length_errors", pa.int64()),
     ("n_other_errors", pa.int64()),
-    ("first_wrong_counts", pa.string()),  # JSON list: wrong problems per answer position of the first wrong token
-    ("error_example", pa.string()),  # the cell's first wrong problem: prompt, answer, where, what, class
+    # JSON list: wrong problems per answer position of the first wrong token
+    ("first_wrong_counts", pa.string()),
+    # the cell's first wrong problem: prompt, answer, where, what, class
+    ("error_example", pa.string()),
     ("per_cell", pa.int64()),  # problems requested per cell
     ("eval_seed", pa.int64()),
     ("engine", pa.string()),
@@ -95,7 +102,9 @@ _CORE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("precision", pa.string()),  # the numeric precision the model ran in: fp32, bf16, tf32, fp16
     ("seconds", pa.float64()),
     ("device", pa.string()),
-    ("worker", pa.string()),  # which evaluator produced the row ("pool:host:node:pid" under Ray Data; node = the first 8 hex digits of the Ray node id), optional
+    # which evaluator produced the row ("pool:host:node:pid" under Ray Data; node = the first 8 hex
+    # digits of the Ray node id), optional
+    ("worker", pa.string()),
     ("evaluated_at", pa.string()),  # ISO-8601 UTC
 ]
 CORE_COLUMNS = tuple(name for name, _ in _CORE_FIELDS)
@@ -117,15 +126,16 @@ SAMPLE_SCHEMA = pa.schema([
     ("prediction", pa.string()),  # greedy output up to (excluding) EOS
     ("stopped", pa.bool_()),  # the decoder emitted EOS within its token limit
     ("correct", pa.bool_()),
-    ("first_wrong", pa.int64()),  # answer position of the first wrong token (len(target) = EOS); -1 if correct
+    # answer position of the first wrong token (len(target) = EOS); -1 if correct
+    ("first_wrong", pa.int64()),
     ("first_correct", pa.bool_()),
     ("error", pa.string()),  # carry | length | other (evaluation/errors.py); null if correct
     ("engine", pa.string()),
 ])
 
 # `eval --problems FILE`: one row per line of a problem file (evaluation/problem_file.py) in
-# RESULTS/problems/; the file's cells also get the usual cell rows, with per_cell = 0 (no problems were
-# generated), so they never share a key with a grid's cells.
+# RESULTS/problems/; the file's cells also get the usual cell rows, with per_cell = 0 (no problems
+# were generated), so they never share a key with a grid's cells.
 PROBLEMS_DIR = "problems"
 PROBLEM_SCHEMA = pa.schema([
     ("schema_version", pa.int32()),
@@ -201,10 +211,11 @@ def config_columns(cfg) -> dict[str, Any]:
     return out
 
 
-# --- writing ---------------------------------------------------------------------------------------
+# --- writing --------------------------------------------------------------------------------------
 
 def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Rows -> table with `schema`; columns the schema lacks (a newer config) are appended as inferred."""
+    """Rows -> table with `schema`; columns the schema lacks (a newer config) are appended as
+    inferred."""
     extra = sorted({k for r in rows for k in r} - set(schema.names))
     cols = {name: [r.get(name) for r in rows] for name in schema.names}
     arrays = [pa.array(cols[f.name], type=f.type) for f in schema]
@@ -222,11 +233,13 @@ def write_table(path: str | Path | Location, table: pa.Table) -> Location:
 
 
 def part_name(table: pa.Table) -> str:
-    """`part-<hash of the keys it holds>.parquet`: the same cells written twice are one file, not two."""
+    """`part-<hash of the keys it holds>.parquet`: the same cells written twice are one file, not
+    two."""
     names = [k for k in KEY if k in table.column_names]
     if not names or table.num_rows == 0:
         return f"part-{uuid.uuid4().hex}.parquet"
-    keys = sorted({tuple(map(str, k)) for k in zip(*(table.column(k).to_pylist() for k in names), strict=True)})
+    keys = sorted({tuple(map(str, k))
+                   for k in zip(*(table.column(k).to_pylist() for k in names), strict=True)})
     return f"part-{hashlib.sha256(repr(keys).encode()).hexdigest()[:32]}.parquet"
 
 
@@ -240,14 +253,16 @@ def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
     return _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], cell_schema())
 
 
-def write_cells(directory: str | Path | Location, rows: Sequence[dict[str, Any]]) -> Location | None:
+def write_cells(directory: str | Path | Location,
+                rows: Sequence[dict[str, Any]]) -> Location | None:
     """Flush cell rows as one part (nothing written for no rows)."""
     if not rows:
         return None
     return write_part(directory, rows_table(rows))
 
 
-def write_samples(directory: str | Path | Location, rows: Sequence[dict[str, Any]]) -> Location | None:
+def write_samples(directory: str | Path | Location,
+                  rows: Sequence[dict[str, Any]]) -> Location | None:
     if not rows:
         return None
     table = _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], SAMPLE_SCHEMA)
@@ -262,7 +277,7 @@ def write_problems(directory, rows: Sequence[dict[str, Any]]):
     table = _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], PROBLEM_SCHEMA)
     return write_part(f"{str(directory).rstrip('/')}/{PROBLEMS_DIR}", table)
 
-# --- reading ---------------------------------------------------------------------------------------
+# --- reading --------------------------------------------------------------------------------------
 
 def part_files(directory: str | Path | Location) -> list[Location]:
     """The `part-*.parquet` entries of a results directory, in name order (one listing)."""
@@ -282,30 +297,34 @@ _WARNED: set[str] = set()
 
 
 def _skip(where: str, f: Location, reason: str) -> None:
-    """Name an unreadable part once per process; its cells count as missing, so a rerun scores them again."""
+    """Name an unreadable part once per process; its cells count as missing, so a rerun scores
+    them again."""
     if f.uri not in _WARNED:
         _WARNED.add(f.uri)
-        print(f"warning: {where}: {f.name} is not a readable Parquet file ({reason}); skipped (its cells count as "
-              "missing: a rerun evaluates them again)", file=sys.stderr)
+        print(f"warning: {where}: {f.name} is not a readable Parquet file ({reason}); skipped "
+              "(its cells count as missing: a rerun evaluates them again)", file=sys.stderr)
 
 
-def _read_one(f: Location, columns: Sequence[str] | None, where: str, required: Sequence[str]) -> pa.Table:
-    """One part's table; a ValueError for a file that is Parquet but not ours or too new, an OSError /
-    ArrowException for one that cannot be read at all."""
+def _read_one(f: Location, columns: Sequence[str] | None, where: str,
+              required: Sequence[str]) -> pa.Table:
+    """One part's table; a ValueError for a file that is Parquet but not ours or too new, an
+    OSError / ArrowException for one that cannot be read at all."""
     parquet = storage.open_parquet(f)  # one GET on an object store, however many columns are read
     schema = parquet.schema_arrow
     if "schema_version" not in schema.names:
-        raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no schema_version column)")
+        raise ValueError(f"{where}: {f.name} is not an abacus-ray results file "
+                         "(no schema_version column)")
     missing = [c for c in required if c not in schema.names]
     if missing:
-        raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (no {missing[0]} column)")
+        raise ValueError(f"{where}: {f.name} is not an abacus-ray results file "
+                         f"(no {missing[0]} column)")
     cols = None if columns is None else [c for c in columns if c in schema.names]
     t = _with_added_keys(parquet.read(columns=cols), columns)
     if columns is None or "schema_version" in columns:
         versions = set(t.column("schema_version").to_pylist())
         if any(v is None or v > SCHEMA_VERSION for v in versions):
-            raise ValueError(f"{where}: {f.name} has schema_version {sorted(map(str, versions))}; this "
-                             f"abacus-ray reads <= {SCHEMA_VERSION}")
+            raise ValueError(f"{where}: {f.name} has schema_version {sorted(map(str, versions))}; "
+                             f"this abacus-ray reads <= {SCHEMA_VERSION}")
     _check_fractions(t, f, where)
     return t
 
@@ -324,15 +343,17 @@ def _check_fractions(t: pa.Table, f: Location, where: str) -> None:
 
 def _read_parts(files: Iterable[Location], columns: Sequence[str] | None, where: str,
                 required: Sequence[str] = (), *, known_good: bool = False) -> pa.Table | None:
-    """Concatenated parts (None if there were none). A part that cannot be read at all is skipped with a
-    warning (`_skip`), unless no part can be read: then the directory is not ours and the error names it.
-    A readable Parquet file that is not ours (a missing `required` column) or too new is refused.
-    `known_good`: the directory already gave readable parts (an index refreshing), so skip regardless."""
+    """Concatenated parts (None if there were none). A part that cannot be read at all is skipped
+    with a warning (`_skip`), unless no part can be read: then the directory is not ours and the
+    error names it. A readable Parquet file that is not ours (a missing `required` column) or too
+    new is refused. `known_good`: the directory already gave readable parts (an index refreshing),
+    so skip regardless."""
     tables, broken = [], []
     for f in files:
         try:
             tables.append(_read_one(f, columns, where, required))
-        except (pa.ArrowException, OSError) as e:  # garbage bytes, truncated, a directory named part-*.parquet
+        # garbage bytes, truncated, a directory named part-*.parquet
+        except (pa.ArrowException, OSError) as e:
             broken.append((f, " ".join(str(e).split())[:200]))
     if broken and not tables and not known_good:
         f, reason = broken[0]
@@ -352,20 +373,23 @@ def first_per_key(t: pa.Table, key: Sequence[str] = KEY) -> pa.Table:
 
 
 def _with_added_keys(t: pa.Table, columns: Sequence[str] | None) -> pa.Table:
-    """An older part's table with the key columns added since (`ADDED_KEYS`) filled with their old value."""
+    """An older part's table with the key columns added since (`ADDED_KEYS`) filled with their old
+    value."""
     for name, value in ADDED_KEYS.items():
         if name not in t.column_names and (columns is None or name in columns):
             t = t.append_column(name, pa.array([value] * t.num_rows, pa.string()))
     return t
 
 
-def read_cells_table(directory: str | Path | Location, columns: Sequence[str] | None = None) -> pa.Table:
-    """All cell rows of a results directory, one per key (raises naming the directory if it holds none)."""
+def read_cells_table(directory: str | Path | Location,
+                     columns: Sequence[str] | None = None) -> pa.Table:
+    """All cell rows of a results directory, one per key (raises naming the directory if it holds
+    none)."""
     loc = storage.resolve(directory)
     files = _check_dir(loc)
     if not files:
-        raise ValueError(f"{loc}: holds no abacus-ray results ({PART_GLOB} files); run `abacus-ray eval "
-                         f"CHECKPOINT --out {loc}` first")
+        raise ValueError(f"{loc}: holds no abacus-ray results ({PART_GLOB} files); "
+                         f"run `abacus-ray eval CHECKPOINT --out {loc}` first")
     wanted = None if columns is None else list(dict.fromkeys([*columns, *KEY]))
     t = first_per_key(_read_parts(files, wanted, str(loc), REQUIRED))
     return t if columns is None else t.select([c for c in columns if c in t.column_names])
@@ -392,12 +416,13 @@ def read_problems(directory):
     files = part_files(storage.resolve(directory) / PROBLEMS_DIR)
     if not files:
         return PROBLEM_SCHEMA.empty_table().to_pandas()
-    return pa.concat_tables([storage.read_parquet(f) for f in files], promote_options="permissive").to_pandas()
+    return pa.concat_tables([storage.read_parquet(f) for f in files],
+                            promote_options="permissive").to_pandas()
 
 class KeyIndex:
-    """The keys (`KEY`) present in a results directory, kept current by reading only parts not seen
-    before: one listing per `refresh`, one read per new part. A writer refreshes before each write and
-    drops rows whose key appeared meanwhile (another writer's)."""
+    """The keys (`KEY`) present in a results directory, kept current by reading only parts not
+    seen before: one listing per `refresh`, one read per new part. A writer refreshes before each
+    write and drops rows whose key appeared since (another writer's)."""
 
     def __init__(self, directory: str | Path | Location) -> None:
         self.loc = storage.resolve(directory)
@@ -409,7 +434,8 @@ class KeyIndex:
             return self.keys
         new = [f for f in part_files(self.loc) if f.path not in self.seen]
         if new:
-            t = _read_parts(new, [*KEY, "schema_version"], str(self.loc), REQUIRED, known_good=bool(self.keys))
+            t = _read_parts(new, [*KEY, "schema_version"], str(self.loc), REQUIRED,
+                            known_good=bool(self.keys))
             self.seen.update(f.path for f in new)
             if t is not None:
                 self.keys.update(zip(*(t.column(k).to_pylist() for k in KEY), strict=True))
