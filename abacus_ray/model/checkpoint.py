@@ -1,10 +1,12 @@
 """Checkpoints: an atomic directory of weights, config, training state and identity.
 
 Layout of one checkpoint directory:
-* `model.pt`        the model's state_dict (CPU tensors), loadable with `torch.load(weights_only=True)`;
+* `model.pt`        the model's state_dict (CPU tensors), loadable with
+                    `torch.load(weights_only=True)`;
 * `config.json`     the full resolved `ExperimentConfig` (enough to rebuild the model);
-* `train_state.pt`  optimiser / grad-scaler state, counters (step, samples, data index, budget spent)
-                    and RNG states, all as tensors, numbers and lists so it is weights-only loadable;
+* `train_state.pt`  optimiser / grad-scaler state, counters (step, samples, data index, budget
+                    spent) and RNG states, all as tensors, numbers and lists so it is weights-only
+                    loadable;
 * `meta.json`       `model_id` (sha256 of the weights' content) plus the scalar counters, for people
                     and for the results tables.
 
@@ -13,9 +15,9 @@ newest few; `latest_checkpoint(root)` is the highest complete one. Writes go to 
 directory that is renamed into place, so a reader never sees a half-written checkpoint. Loading
 always uses `weights_only=True`: a checkpoint can never run code, and a truncated, garbage or
 wrong-shape file is a `ValueError` naming the file (one that holds code, in the one wording of
-`model/unsafe.py`); so are weights holding NaN or infinity, and weights whose hash is not meta.json's
-`model_id`. Every loader (evaluation, resume) reads weights through `read_checked`, which runs all
-of these checks, and `save_checkpoint` refuses to write weights that are not finite.
+`model/unsafe.py`); so are weights holding NaN or infinity, and weights whose hash is not
+meta.json's `model_id`. Every loader (evaluation, resume) reads weights through `read_checked`,
+which runs all of these checks, and `save_checkpoint` refuses to write weights that are not finite.
 
 A checkpoint (or a run directory) may also be an object-store URI (`abacus_ray.storage`): its JSON
 files are read in place, and `load_checkpoint` first copies the directory to a local cache
@@ -45,7 +47,8 @@ from abacus_ray.model.unsafe import code_it_names, unsafe_file
 from abacus_ray.storage import Location
 
 FORMAT_VERSION = 1
-MODEL_FILE, CONFIG_FILE, STATE_FILE, META_FILE = "model.pt", "config.json", "train_state.pt", "meta.json"
+MODEL_FILE, CONFIG_FILE = "model.pt", "config.json"
+STATE_FILE, META_FILE = "train_state.pt", "meta.json"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -66,7 +69,8 @@ def cpu_weights(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def content_hash(weights: dict[str, torch.Tensor]) -> str:
-    """sha256 over (name, dtype, shape, bytes) of every tensor in name order: the model's identity."""
+    """sha256 over (name, dtype, shape, bytes) of every tensor in name order: the model's
+    identity."""
     digest = hashlib.sha256()
     for name in sorted(weights):
         t = weights[name].detach().to("cpu").contiguous()
@@ -97,7 +101,8 @@ def list_checkpoints(root: str | Path | Location) -> list[Path | Location]:
     """Complete numbered checkpoints under `root` (a path or URI), oldest first."""
     root = _place(root)
     children = storage.listdir(root) if storage.is_dir(root) else []
-    found = [(int(m.group(1)), c) for c in children if (m := _STEP_DIR.match(c.name)) and storage.is_file(c / META_FILE)]
+    found = [(int(m.group(1)), c) for c in children
+             if (m := _STEP_DIR.match(c.name)) and storage.is_file(c / META_FILE)]
     return [_returned(c) for _, c in sorted(found, key=lambda t: t[0])]
 
 
@@ -107,7 +112,8 @@ def latest_checkpoint(root: str | Path | Location) -> Path | Location | None:
 
 
 def resolve_checkpoint(path: str | Path | Location) -> Path | Location:
-    """`path` itself if it is a checkpoint, else the latest checkpoint under it (a URI stays a URI)."""
+    """`path` itself if it is a checkpoint, else the latest checkpoint under it (a URI stays a
+    URI)."""
     loc = _place(path)
     if storage.is_file(loc / META_FILE):
         return _returned(loc)
@@ -115,7 +121,8 @@ def resolve_checkpoint(path: str | Path | Location) -> Path | Location:
         raise FileNotFoundError(f"{_returned(loc)}: no such checkpoint directory")
     latest = latest_checkpoint(loc)
     if latest is None:
-        raise ValueError(f"{_returned(loc)}: not a checkpoint directory and holds no step-* checkpoints")
+        raise ValueError(f"{_returned(loc)}: not a checkpoint directory and holds no step-* "
+                         "checkpoints")
     return latest
 
 
@@ -123,7 +130,8 @@ def _json_scalars(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
 
-def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: ExperimentConfig, state: dict) -> str:
+def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: ExperimentConfig,
+                    state: dict) -> str:
     """Write a checkpoint directory atomically; returns the model id (sha256 of the weights).
 
     `state` is the training state (optimiser, counters, RNG states); it must be weights-only
@@ -131,19 +139,23 @@ def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: Exp
     meta.json.
     """
     weights = cpu_weights(model)
-    check_finite(weights, _returned(_place(directory) / MODEL_FILE))  # a diverged model is never written
+    # a diverged model is never written
+    check_finite(weights, _returned(_place(directory) / MODEL_FILE))
     model_id = content_hash(weights)
     meta = {"format_version": FORMAT_VERSION, "model_id": model_id, "name": cfg.name,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
             "num_params": sum(t.numel() for t in unwrap(model).parameters())} | _json_scalars(state)
 
-    def write(tmp: Path) -> None:  # torch writes straight into the new directory: no second copy in memory
+    # torch writes straight into the new directory: no second copy in memory
+    def write(tmp: Path) -> None:
         for name, obj in ((MODEL_FILE, weights), (STATE_FILE, state)):
-            with open(tmp / name, "wb") as fh:  # a full disk: an OSError (errno), not a RuntimeError
+            # a full disk: an OSError (errno), not a RuntimeError
+            with open(tmp / name, "wb") as fh:
                 torch.save(obj, fh)
 
     storage.write_dir(directory, {CONFIG_FILE: json.dumps(cfg.to_dict(), indent=2, sort_keys=True),
-                                  META_FILE: json.dumps(meta, indent=2, sort_keys=True)}, fill=write, last=META_FILE)
+                                  META_FILE: json.dumps(meta, indent=2, sort_keys=True)},
+                      fill=write, last=META_FILE)
     return model_id
 
 
@@ -154,28 +166,31 @@ def prune_checkpoints(root: str | Path, keep: int) -> None:
 
 
 def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
-    """`torch.load(path, weights_only=True)`, with any failure turned into a ValueError naming `path`: a
-    file that holds code in the one wording of `model.unsafe` (torch's own message would advise the unsafe
-    load), anything else as what it is. Torch's warnings about the file are not printed before that line."""
+    """`torch.load(path, weights_only=True)`, with any failure turned into a ValueError naming
+    `path`: a file that holds code in the one wording of `model.unsafe` (torch's own message would
+    advise the unsafe load), anything else as what it is. Torch's warnings about the file are not
+    printed before that line."""
     path = Path(path)
     if not path.is_file():
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
     storage.check_regular_file(path)  # no larger than the memory it would be read into
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 3": the refusal below says more
+            # e.g. "Detected pickle protocol 3": the refusal below says more
+            warnings.simplefilter("ignore")
             return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # truncated zip, garbage bytes, or a pickle that would run code
         code = code_it_names(path)
         if code is not None:
             raise ValueError(unsafe_file(path, code)) from None
-        raise ValueError(f"{path}: not a readable weights-only torch file: {_what_it_is(path, e)}") from None
+        raise ValueError(f"{path}: not a readable weights-only torch file: "
+                         f"{_what_it_is(path, e)}") from None
 
 
 def _what_it_is(path: Path, e: Exception) -> str:
-    """What a file that `torch.load(weights_only=True)` refused is, in words (torch's own messages name
-    a byte (`KeyError: 101`), say `EOFError`, or advise loading with weights_only=False, which is never
-    repeated here)."""
+    """What a file that `torch.load(weights_only=True)` refused is, in words (torch's own messages
+    name a byte (`KeyError: 101`), say `EOFError`, or advise loading with weights_only=False, which
+    is never repeated here)."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(64)
@@ -186,11 +201,13 @@ def _what_it_is(path: Path, e: Exception) -> str:
     text = head.decode("utf-8", errors="replace")
     if "\ufffd" not in text and all(c.isprintable() or c in "\t\r\n" for c in text):
         return f"a text file ({size:,} bytes, starting {text.splitlines()[0][:40]!r})"
-    if isinstance(e, EOFError) or head[:1] == b"\x80":  # the pickle protocol marker of the legacy format
+    # b"\x80": the pickle protocol marker of the legacy format
+    if isinstance(e, EOFError) or head[:1] == b"\x80":
         return f"a truncated or corrupt pickle ({size:,} bytes)"
     if zipfile.is_zipfile(path):
         reason = " ".join(str(e).split())[:200]
-        told = "" if "weights" in reason.lower() else f": {reason}"  # never torch's advice to load unsafely
+        # never torch's advice to load unsafely
+        told = "" if "weights" in reason.lower() else f": {reason}"
         return f"a damaged zip archive ({size:,} bytes{told})"
     return f"not a torch file ({size:,} bytes, starting {head[:8].hex(' ')})"
 
@@ -200,7 +217,8 @@ def read_json(path: Path | Location) -> dict:
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
     try:
         data = json.loads(storage.read_text(path))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # '[[[[...' nested past the stack
+    # RecursionError: '[[[[...' nested past the stack
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ValueError(f"{path}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
@@ -216,7 +234,8 @@ def read_checkpoint_config(path: str | Path | Location) -> ExperimentConfig:
         raise ValueError(f"{config_path}: invalid config ({e})") from None
 
 
-RESUME_KEYS = ("optimizer", "step", "samples", "device_hours", "micro_index", "tokens")  # what a resume reads
+# what a resume reads
+RESUME_KEYS = ("optimizer", "step", "samples", "device_hours", "micro_index", "tokens")
 
 
 def check_train_state(state: Any, where: Path) -> dict:
@@ -225,13 +244,15 @@ def check_train_state(state: Any, where: Path) -> dict:
         raise ValueError(f"{where}: expected a dict of training state")
     missing = [k for k in RESUME_KEYS if k not in state]
     if missing:
-        raise ValueError(f"{where}: no {missing[0]!r} entry; not a training state this version can resume")
+        raise ValueError(f"{where}: no {missing[0]!r} entry; not a training state this version "
+                         "can resume")
     return state
 
 
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint: the model in eval mode, its config, identity and (lazily) training state."""
+    """A loaded checkpoint: the model in eval mode, its config, identity and (lazily) training
+    state."""
 
     path: Path
     model: nn.Module
@@ -253,7 +274,8 @@ class Checkpoint:
 
 
 def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, where: Path) -> None:
-    """Refuse weights whose names or shapes differ from `cfg`'s model, before that model is allocated.
+    """Refuse weights whose names or shapes differ from `cfg`'s model, before that model is
+    allocated.
 
     A config.json from elsewhere may describe any model (hidden 65536, a million layers): the layer
     count is compared first, then the shapes of a meta-device model (no memory), so a mismatch costs
@@ -261,30 +283,35 @@ def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, w
     """
     layers = {k.split(".")[1] for k in weights if k.startswith("layers.") and k.count(".") >= 2}
     if len(layers) != cfg.model.layers:
-        raise ValueError(f"{where}: weights hold {len(layers)} layer(s) but config.json has model.layers="
-                         f"{cfg.model.layers} (wrong architecture)")
+        raise ValueError(f"{where}: weights hold {len(layers)} layer(s) but config.json has "
+                         f"model.layers={cfg.model.layers} (wrong architecture)")
     with torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in ArithmeticTransformer.for_experiment(cfg).state_dict().items()}
+        expected = {k: tuple(v.shape)
+                    for k, v in ArithmeticTransformer.for_experiment(cfg).state_dict().items()}
     missing = sorted(set(expected) - set(weights))
     unexpected = sorted(set(weights) - set(expected))
-    wrong = sorted(k for k in set(expected) & set(weights) if tuple(weights[k].shape) != expected[k])
+    wrong = sorted(k for k in set(expected) & set(weights)
+                   if tuple(weights[k].shape) != expected[k])
     if missing or unexpected or wrong:
-        what = (f"missing {missing[0]}" if missing else f"unexpected {unexpected[0]}" if unexpected else
-                f"{wrong[0]} has shape {tuple(weights[wrong[0]].shape)}, the config needs {expected[wrong[0]]}")
+        what = (f"missing {missing[0]}" if missing
+                else f"unexpected {unexpected[0]}" if unexpected
+                else f"{wrong[0]} has shape {tuple(weights[wrong[0]].shape)}, "
+                     f"the config needs {expected[wrong[0]]}")
         n = len(missing) + len(unexpected) + len(wrong)
-        raise ValueError(f"{where}: weights do not fit the configured model ({what}; {n} tensor(s) differ)")
+        raise ValueError(f"{where}: weights do not fit the configured model ({what}; "
+                         f"{n} tensor(s) differ)")
 
 
 def check_finite(weights: dict[str, torch.Tensor], where: Path | Location | str) -> None:
-    """Refuse weights holding NaN or infinity, naming the tensor by the file's key: such a model (diverged,
-    or corrupted on its way) would be scored, and its zeros read as a result."""
+    """Refuse weights holding NaN or infinity, naming the tensor by the file's key: such a model
+    (diverged, or corrupted on its way) would be scored, and its zeros read as a result."""
     for name in sorted(weights):
         t = weights[name]
         if t.is_floating_point() or t.is_complex():
             bad = t.numel() - int(torch.isfinite(t).sum())
             if bad:
-                raise ValueError(f"{where}: {name} holds {bad:,} NaN or infinite value(s) of {t.numel():,} "
-                                 "(diverged or corrupted weights)")
+                raise ValueError(f"{where}: {name} holds {bad:,} NaN or infinite value(s) of "
+                                 f"{t.numel():,} (diverged or corrupted weights)")
 
 
 CACHE_DIR = "abacus-ray-checkpoints"  # under the temp dir: checkpoints fetched from object storage
@@ -292,8 +319,8 @@ CACHE_DIR = "abacus-ray-checkpoints"  # under the temp dir: checkpoints fetched 
 
 def fetch(path: str | Path | Location) -> Path:
     """A local directory holding the checkpoint at `path` (its latest under a run directory): `path`
-    itself on a local disk; from an object store, a copy in the node's temp dir, keyed by the URI and
-    the weights' id (meta.json), made atomically (a temporary sibling renamed), and reused."""
+    itself on a local disk; from an object store, a copy in the node's temp dir, keyed by the URI
+    and the weights' id (meta.json), made atomically (a temporary sibling renamed), and reused."""
     path = _place(resolve_checkpoint(path))
     if path.local:
         return path.as_path()
@@ -306,10 +333,12 @@ def fetch(path: str | Path | Location) -> Path:
 
 
 def check_weights(weights: Any, cfg: ExperimentConfig, where: Path, model_id: str | None) -> str:
-    """Every check weights pass before a model is built from them: a state_dict of tensors whose names and
-    shapes fit `cfg`'s model, all finite, whose content hash equals `model_id` (meta.json's; None: not
-    compared). Returns the content hash. Each refusal is one ValueError naming `where`."""
-    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+    """Every check weights pass before a model is built from them: a state_dict of tensors whose
+    names and shapes fit `cfg`'s model, all finite, whose content hash equals `model_id`
+    (meta.json's; None: not compared). Returns the content hash. Each refusal is one ValueError
+    naming `where`."""
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor)
+                                                for v in weights.values()):
         raise ValueError(f"{where}: expected a state_dict of tensors")
     check_weights_fit(weights, cfg, where)
     check_finite(weights, where)
@@ -322,7 +351,8 @@ def check_weights(weights: Any, cfg: ExperimentConfig, where: Path, model_id: st
 
 @dataclass(frozen=True)
 class CheckedWeights:
-    """A checkpoint's weights as read by `read_checked`, with the config and meta.json beside them."""
+    """A checkpoint's weights as read by `read_checked`, with the config and meta.json beside
+    them."""
 
     path: Path  # the local checkpoint directory (a fetched copy for a URI)
     config: ExperimentConfig
@@ -332,8 +362,9 @@ class CheckedWeights:
 
 
 def read_checked(directory: str | Path | Location) -> CheckedWeights:
-    """The one way a checkpoint's weights are read, by every loader (evaluation, resume): the checkpoint
-    (or the latest under `directory`; a URI is fetched here first), weights-only, through `check_weights`."""
+    """The one way a checkpoint's weights are read, by every loader (evaluation, resume): the
+    checkpoint (or the latest under `directory`; a URI is fetched here first), weights-only,
+    through `check_weights`."""
     path = fetch(directory)
     cfg = read_checkpoint_config(path)
     meta = read_json(path / META_FILE)
@@ -352,14 +383,15 @@ def load_state(model: nn.Module, weights: dict[str, torch.Tensor], where: Path) 
 
 
 def load_checkpoint(directory: str | Path | Location, map_location: Any = "cpu") -> Checkpoint:
-    """Rebuild the model of a checkpoint (or of the latest checkpoint under `directory`), which may be a URI
-    (`fetch` copies it here first), after `read_checked`'s checks (the hash against meta.json's `model_id`
-    catches silent corruption). `Checkpoint.source` is where it was read from (the URI for a remote one).
+    """Rebuild the model of a checkpoint (or of the latest checkpoint under `directory`), which may
+    be a URI (`fetch` copies it here first), after `read_checked`'s checks (the hash against
+    meta.json's `model_id` catches silent corruption). `Checkpoint.source` is where it was read
+    from (the URI for a remote one).
     """
     remote = resolve_checkpoint(directory)
     checked = read_checked(remote)
     model = ArithmeticTransformer.for_experiment(checked.config)
     load_state(model, checked.weights, checked.path / MODEL_FILE)
     model.to(map_location).eval()
-    return Checkpoint(checked.path, model, checked.config, checked.model_id, checked.meta, map_location,
-                      source=str(remote))
+    return Checkpoint(checked.path, model, checked.config, checked.model_id, checked.meta,
+                      map_location, source=str(remote))
