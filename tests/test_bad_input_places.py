@@ -76,6 +76,7 @@ def test_only_regular_files_of_a_bounded_size_are_read(case, kind, places, offli
     message = assert_refused([a.format(**fill) for a in argv], culprit.format(**fill),
                              f"hostile places: {kind} as a data file", roots=[work, offline])
     assert time.monotonic() - started < 60, message
+    assert ("bytes" if kind == "sparse" else "only regular files are read") in message, message
     assert not (fresh / "o").exists() and not (fresh / "site").exists()
 
 

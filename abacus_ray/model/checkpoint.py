@@ -120,6 +120,8 @@ def resolve_checkpoint(path: str | Path | Location) -> Path | Location:
     if not storage.exists(loc):
         raise FileNotFoundError(f"{_returned(loc)}: no such checkpoint directory")
     latest = latest_checkpoint(loc)
+    if latest is None and storage.exists(loc / META_FILE):  # a FIFO or a device under its name
+        storage.check_regular_file(loc / META_FILE, storage.MAX_TEXT_BYTES)
     if latest is None:
         raise ValueError(f"{_returned(loc)}: not a checkpoint directory and holds no step-* "
                          "checkpoints")
