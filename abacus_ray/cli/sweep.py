@@ -54,7 +54,7 @@ def load_sweep(name: str) -> Sweep:
                              "path of a sweep file")
     if not path.is_file():
         raise storage.not_a_file(path, "no such sweep file", "a sweep file")
-    storage.check_regular_file(path, storage.MAX_TEXT_BYTES)  # a sweep file is source: kilobytes
+    storage.check_regular_file(storage.resolve(str(path)), storage.MAX_TEXT_BYTES)  # kilobytes
     if path.suffix != ".py":
         raise ValueError(f"NAME: {path} is not a sweep file (a Python file declaring SWEEP = Sweep(...), e.g. "
                          "sweeps/fig10_k.py)")
@@ -281,7 +281,7 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
         store = parsed.tracking_uri or dirs.tracking / SweepDir.TRACKING_STORE
         print(f"{sweep.name}: MLflow store {store} (SQLite cannot live in a bucket: it stays on "
               "this machine)", file=sys.stderr)
-    found = run_sweep(sweep.name, parsed.preset, trials, storage=loc, grids=grids,
+    found = run_sweep(sweep.name, parsed.preset, trials, storage_root=loc, grids=grids,
                       address=parsed.address, evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
                       eval_recurrences=sweep.eval_recurrences_for(parsed.preset),
                       tracking=parsed.tracking, search=search, tracking_uri=parsed.tracking_uri,
