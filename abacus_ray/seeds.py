@@ -13,7 +13,7 @@ rank and resume:
 | `micro_batch_generator` | run seed, micro-batch index, drawing rank | progressive-loss depth and Abacus offset |
 | `stable_key` | a domain and the problem's coordinates | the training stream's and the evaluation sets' problems (Philox keys) |
 | `cell_seed` | eval seed, task, i, j | a grid cell's initial-state noise at evaluation |
-| `probe_seed` | eval seed | the probe's problems (a validation set, never the final grid's) |
+| `validation_seed` | eval seed | the validation score's problems (never the final grid's) |
 | `search_rng` | the search's seed | which points of a search's cross product run, in which order |
 
 The values are frozen: checkpoints, results, model ids and the determinism tests depend on them.
@@ -29,7 +29,7 @@ import torch
 
 RANK_STRIDE = 10  # the official code offsets each rank's seeds by 10 * rank (docs/official-code.md §6.8)
 RESUME_STRIDE = 7919  # a prime: a resumed rank's streams start where no earlier step's could
-PROBE_SHIFT = 1  # probe problems: eval.seed + 1, never the final evaluation's own
+VALIDATION_SHIFT = 1  # validation problems: eval.seed + 1, never the final evaluation's own
 _PROBLEMS = "abacus-ray/tasks/v1"  # the namespace of problem keys
 
 
@@ -74,10 +74,10 @@ def cell_seed(eval_seed: int, task: str, i: int, j: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def probe_seed(eval_seed: int) -> int:
-    """The probe's problems: a validation set, so a search that selects on the probe never sees the
-    problems the final grid evaluation scores."""
-    return eval_seed + PROBE_SHIFT
+def validation_seed(eval_seed: int) -> int:
+    """The validation score's problems: a validation set, so a search that selects on that score
+    never sees the problems the final grid evaluation scores."""
+    return eval_seed + VALIDATION_SHIFT
 
 
 def search_rng(seed: int) -> random.Random:

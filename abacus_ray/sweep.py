@@ -46,7 +46,8 @@ class Search:
     points of `first` before any random one, then a seeded shuffle), which Tune runs in that order,
     and Ray Tune's ASHA scheduler stops the weaker trials at the step rungs
     grace_steps x reduction^i, ranked by `metric`, a number every training report carries (the
-    probe, `evaluation/probe.py`). Trials that run to the end of their budget are evaluated on the
+    validation score, `evaluation/validation.py`). Trials that run to the end of their budget are
+    evaluated on the
     figure's grids. `--confirm` then retrains the best point with `confirm_seeds` seeds for each
     value of the `compare` axes (e.g. the offset draw).
     """
@@ -54,7 +55,7 @@ class Search:
     samples: int
     grace_steps: int
     reduction: int = 3
-    metric: str = "probe"
+    metric: str = "validation"
     first: tuple[dict[str, Any], ...] = ()  # points tried first, e.g. the paper's own setting
     seed: int = 0  # the searcher's random state: the same command draws the same points
     compare: dict[str, list[Any]] = field(default_factory=dict)
@@ -207,7 +208,7 @@ def _check_trial_count(variants: int, axis_sizes: list[int], seeds: int) -> None
 
 def best_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The swept values of the best trial that ran its whole budget, from `search.parquet`'s rows
-    (cluster/search.py): the highest last probe, ties to the earlier-run trial."""
+    (cluster/search.py): the highest last validation score, ties to the earlier-run trial."""
     finished = [r for r in rows if r["status"] == trial_status.FINISHED and r["last"] is not None]
     if not finished:
         raise ValueError(f"{SweepDir.SEARCH}: no trial of the search ran its whole budget; "

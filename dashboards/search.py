@@ -1,9 +1,9 @@
 """The "Search" view of a sweep page: what a sweep's search tried, what ASHA stopped, the best so far.
 
 A searching sweep (`abacus_ray/figures/extrapolation_10x.py`) leaves `search.parquet` beside its `results/`
-(written by `abacus_ray/cluster/search.py`: one row per probe of every trial, with the trial's
-status and swept values). The page draws each trial's probe over optimiser steps (trials
-that did not finish dotted), the best probe over the trials tried, and a table of every
+(written by `abacus_ray/cluster/search.py`: one row per validation of every trial, with the trial's
+status and swept values). The page draws each trial's validation over optimiser steps (trials
+that did not finish dotted), the best validation over the trials tried, and a table of every
 configuration.
 """
 
@@ -30,7 +30,7 @@ def _short(run: str) -> str:
 
 
 def search_payload(reports: pd.DataFrame | None) -> dict[str, Any]:
-    """Per trial its probe curve (%), status and best; the running best over trials in the order tried."""
+    """Per trial its validation curve (%), status and best; the running best over trials in the order tried."""
     if reports is None or reports.empty:
         return {"trials": [], "best_so_far": []}
     trials, best, running = [], [], None
@@ -46,7 +46,7 @@ def search_payload(reports: pd.DataFrame | None) -> dict[str, Any]:
 
 
 def search_table(reports: pd.DataFrame) -> Raw:
-    """One row per configuration tried, the best last probe first."""
+    """One row per configuration tried, the best last validation first."""
     per_trial = reports.groupby("run", sort=False).agg(
         status=("status", "first"), params=("params", "first"), steps=("step", "max"), best=("best", "first"),
         last=("last", "first")).reset_index()
@@ -60,11 +60,11 @@ def search_table(reports: pd.DataFrame) -> Raw:
         rows.append([_short(r["run"]), r["status"], fmt_int(r["steps"]),
                      fmt_pct(None if pd.isna(r["best"]) else 100 * r["best"]),
                      fmt_pct(None if pd.isna(r["last"]) else 100 * r["last"]), *[params.get(k) for k in keys]])
-    cols = ["Trial", "Status", "Steps", "Best probe %", "Last probe %", *keys]
+    cols = ["Trial", "Status", "Steps", "Best validation %", "Last validation %", *keys]
     return table(cols, rows, numeric=[False, False, True, True, True] + [False] * len(keys))
 
 
-def search_section(reports: pd.DataFrame | None, metric: str = "probe") -> list[Any]:
+def search_section(reports: pd.DataFrame | None, metric: str = "validation") -> list[Any]:
     """The page section (empty without a search)."""
     if reports is None or reports.empty:
         return []
@@ -74,6 +74,6 @@ def search_section(reports: pd.DataFrame | None, metric: str = "probe") -> list[
             f"{reports['run'].nunique()} configurations tried ({summary}). Each line is one trial's {metric} "
             "(exact match on long diagonal cells of a validation set) over optimiser steps; dotted lines are "
             "trials that did not finish (stopped early by Tune's ASHA scheduler, diverged or "
-            "failed). Right: the best probe over the trials tried.</p>"
+            "failed). Right: the best validation over the trials tried.</p>"
             '<div class="pair"><div id="search" class="plot"></div><div id="search-best" class="plot"></div></div>',
             search_table(reports), "</section>"]

@@ -40,7 +40,7 @@ BIG = 10**9
      "task.train_max_len"),
     (["train", "--out", "{work}/t", "--set", f"task.train_max_len={BIG}", "--set", f"model.abacus_table={BIG + 200}"],
      "task.train_max_len"),  # 128 G parameters, died allocating 512 GB
-    (["train", "--out", "{work}/t", "--set", "eval.probe_lengths=1000000000"], "eval.probe_lengths"),
+    (["train", "--out", "{work}/t", "--set", "eval.validation_lengths=1000000000"], "eval.validation_lengths"),
     (["eval", "{ckpt}", "--out", "{work}/o", "--cells", "1x1", "--per-cell", "1000000000000"], "eval.per_cell"),  # 29 TiB
     (["eval", "{ckpt}", "--out", "{work}/o", "--cells", "1x1", "--token-budget", str(1 << 40)], "eval.token_budget"),
     (["eval", "{ckpt}", "--out", "{work}/o", "--cells", "1x1", "--recurrences", str(BIG)], "eval.recurrences"),

@@ -45,3 +45,20 @@ def test_bad_values_name_their_key(override, key):
 def test_unknown_preset():
     with pytest.raises(ValueError, match="preset"):
         preset("huge")
+
+
+def test_former_key_names_are_read_as_todays():
+    """A config written before `eval.probe_*` became `eval.validation_*` (a checkpoint's config, a
+    sweep.json, a `--set`) loads with the value under today's name, and its sweep resumes."""
+    from abacus_ray.config.identity import sweep_change
+
+    cfg = preset("tiny", ["eval.validation_lengths=6,8", "eval.validation_every=20"])
+    old = cfg.to_dict()
+    old["eval"] = {k.replace("validation_", "probe_"): v for k, v in old["eval"].items()}
+    assert "probe_lengths" in old["eval"]
+    assert ExperimentConfig.from_dict(old) == cfg
+    assert preset("tiny", ["eval.probe_lengths=6,8", "eval.probe_every=20"]) == cfg
+    recorded = {"preset": "tiny", "trials": [{"name": "a", **old}]}
+    assert sweep_change(recorded, {"preset": "tiny", "trials": [{"name": "a", **cfg.to_dict()}]}) is None
+    with pytest.raises(ValueError, match="given twice"):
+        preset("tiny", ["eval.probe_every=20", "eval.validation_every=30"])

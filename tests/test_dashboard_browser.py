@@ -207,9 +207,9 @@ def test_search_view_shows_the_tried_the_stopped_and_the_best(site, browser, tmp
     trials = [("sample/a", "finished", [0.1, 0.5, 0.8]), ("sample/b", "stopped", [0.05]),
               ("sample/c", "finished", [0.2, 0.6, 0.7])]
     rows = [{"run": run, "trial_id": run[-1], "status": status, "params": json.dumps({"model.max_k": n}),
-             "best": max(probes), "last": probes[-1], "step": 100 * (s + 1), "metric": p, "loss": 1.0 - p,
-             "elapsed_s": 10.0 * s} for n, (run, status, probes) in enumerate(trials) for s, p in enumerate(probes)]
-    path = write_search_rows(root / "sample", rows, "probe")
+             "best": max(validations), "last": validations[-1], "step": 100 * (s + 1), "metric": p, "loss": 1.0 - p,
+             "elapsed_s": 10.0 * s} for n, (run, status, validations) in enumerate(trials) for s, p in enumerate(validations)]
+    path = write_search_rows(root / "sample", rows, "validation")
     try:
         out = build_site(root, tmp_path / "dashboard").parent
     finally:
@@ -225,6 +225,6 @@ def test_search_view_shows_the_tried_the_stopped_and_the_best(site, browser, tmp
     assert best == pytest.approx([80.0, 80.0, 80.0])
     body = page.inner_text("#search-section table")
     lines = [line.split("\t")[0] for line in body.splitlines()[1:]]
-    assert lines == ["a", "c", "b"]  # best last probe first
+    assert lines == ["a", "c", "b"]  # best last validation first
     assert "3 configurations tried (2 finished, 1 stopped)" in page.inner_text("#search-section")
     w.page.close()

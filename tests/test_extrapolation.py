@@ -1,5 +1,5 @@
 """Issue 20's pieces: the balanced Abacus offset draw, the search (pick, best point, confirmation) and the
-search sweep file run end to end on Ray with a handful of trials (the probe itself: test_training_loop.py)."""
+search sweep file run end to end on Ray with a handful of trials (the validation itself: test_training_loop.py)."""
 
 import json
 
@@ -80,7 +80,7 @@ def test_confirmation_retrains_the_best_point_per_draw_and_seed():
             {"status": "finished", "last": 0.6, "params": json.dumps({"model.max_k": 30, "model.k_draw": "balanced",
                                                                       "model.layers": 1, "model.recurrences": 2})}]
     best = best_point(rows)
-    assert best["model.max_k"] == 30  # the stopped trial's higher probe does not count
+    assert best["model.max_k"] == 30  # the stopped trial's higher validation does not count
     confirm = load_sweep("extrapolation_10x").confirmation("tiny", best).expand("tiny")
     assert len(confirm) == 2 * 3
     assert {(t.config.model.k_draw, t.config.seed) for t in confirm} == {(d, s) for d in ("uniform", "balanced")
@@ -103,11 +103,11 @@ def finished_runs(search) -> set[str]:
 @pytest.mark.ray
 @pytest.mark.cost(62)
 def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
-    """The sweep file as a user runs it, 4 points of 60 steps: Tune's ASHA over the probe, search.parquet,
+    """The sweep file as a user runs it, 4 points of 60 steps: Tune's ASHA over the validation, search.parquet,
     grid evaluation of the trials that ran their budget, the dashboard's search view, and --confirm's
     expansion from that search."""
     flags = ["--storage", str(tmp_path), "--samples", "4", "--grace-steps", "20", "--set", "train.max_steps=60",
-             "--set", "eval.probe_every=20", "--set", "eval.probe_lengths=2,6", "--set", "eval.probe_per_cell=10",
+             "--set", "eval.validation_every=20", "--set", "eval.validation_lengths=2,6", "--set", "eval.validation_per_cell=10",
              "--set", "eval.per_cell=10", "--grid", "diagonal:1-8",
              "--tracking", "none"]
     assert main(["sweep", "extrapolation_10x", *flags]) == 0
@@ -115,7 +115,7 @@ def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
     search = pq.read_table(root / "search.parquet").to_pandas()
     assert search["run"].nunique() == 4 and set(search["status"]) <= {"finished", "stopped"}
     steps = search.groupby("run")["step"].apply(list)
-    assert all(len(v) == len(set(v)) and 20 in v for v in steps)  # each probe once, at its step; the first rung
+    assert all(len(v) == len(set(v)) and 20 in v for v in steps)  # each validation once, at its step; the first rung
     assert all([s for s in v if s > 0] == [20, 40, 60] for v in steps[list(finished_runs(search))])  # 0: untrained
     assert search["metric"].notna().all() and search["metric"].between(0, 1).all()
     finished = finished_runs(search)

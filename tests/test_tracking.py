@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from abacus_ray import storage
 from dashboards.sample import synthetic_results
 
 SQUARE = [(i, j) for i in range(1, 4) for j in range(1, 4)]
@@ -41,9 +42,9 @@ def _experiment(root: Path, name: str) -> str:
 def test_only_the_loops_metrics_are_tracked():
     from abacus_ray.cluster.tracking import tracked
 
-    result = {"step": 40, "loss": 1.5, "lr": 1e-3, "probe_acc_12": 0.5, "pid": 4242, "timestamp": 1.7e9,
+    result = {"step": 40, "loss": 1.5, "lr": 1e-3, "validation_12": 0.5, "pid": 4242, "timestamp": 1.7e9,
               "done": False, "training_iteration": 3, "time_this_iter_s": 0.2, "final": True, "world_size": 1}
-    assert tracked(result) == {"step": 40, "loss": 1.5, "lr": 1e-3, "probe_acc_12": 0.5}
+    assert tracked(result) == {"step": 40, "loss": 1.5, "lr": 1e-3, "validation_12": 0.5}
 
 
 def test_evaluation_logs_means_and_the_trials_cells_as_an_artifact(tmp_path):
@@ -59,7 +60,7 @@ def test_evaluation_logs_means_and_the_trials_cells_as_an_artifact(tmp_path):
     synthetic_results(root / "results", [(name, []) for name in runs], SQUARE, per_cell=10)
     finished = [(Source("/ckpt/a", run_id="fig10_k/a"), preset("tiny")), (Source("/ckpt/b", run_id="fig10_k/b"),
                                                                            preset("tiny"))]
-    assert log_evaluation(root, "fig10_k", finished, root / "results") == 2
+    assert log_evaluation(root, "fig10_k", finished, storage.on_disk(root / "results")) == 2
     cells = read_cells(root / "results")
     for name, run_id in runs.items():
         run = client.get_run(run_id)

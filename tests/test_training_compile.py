@@ -1,7 +1,7 @@
 """The compiled recurrent block through everything a long run does, and `train.compile`'s default.
 
 A long GPU run changes the progressive loss's (n, k) and the Abacus offset every micro-batch, the
-batch ramp changes the accumulation count, probes score the model in eval mode at other lengths,
+batch ramp changes the accumulation count, validations score the model in eval mode at other lengths,
 checkpoints are written and a run may resume in the same process. The compiled block must see none
 of that as a new shape: a recompile storm costs minutes, and the H100 crashed with "invalid shape
 dimension" inside a graph that a recompile had made dynamic. Compiled here through AOTAutograd
@@ -17,16 +17,16 @@ import torch
 
 from abacus_ray.config import preset
 from abacus_ray.config.train import resolved_compile
-from abacus_ray.evaluation.probe import Probe
+from abacus_ray.evaluation.validation import Validation
 from abacus_ray.training.loop import train
 
 # A 1 x 4 loop: n ~ U{0..3}, k up to 2, so every autograd situation of the block occurs; Abacus
-# k <= 6; a batch ramp 8 -> 24 (1 to 3 micro-batches a step); a probe in eval mode every 3 steps.
+# k <= 6; a batch ramp 8 -> 24 (1 to 3 micro-batches a step); a validation in eval mode every 3 steps.
 LONG_RUN = ["model.hidden=32", "model.intermediate=64", "model.heads=4", "model.layers=1", "model.recurrences=4",
             "model.abacus_table=24", "model.max_k=6", "task.train_max_len=5", "train.lr=3e-3",
             "train.micro_batch=8", "train.global_batch=24", "train.batch_ramp=0.6", "train.budget_hours=1000",
             "train.report_every_s=1000", "train.checkpoint_every_min=1e-9", "train.max_steps=12",
-            "train.compile=true", "eval.probe_lengths=2,7", "eval.probe_every=3", "eval.probe_per_cell=8"]
+            "train.compile=true", "eval.validation_lengths=2,7", "eval.validation_every=3", "eval.validation_per_cell=8"]
 
 
 class GraphCounter:
@@ -60,7 +60,7 @@ def counted_compile(monkeypatch):
 
 
 @pytest.mark.slow  # torch.compile (aot_eager), three sessions: ~15 s
-def test_compiled_block_survives_depths_offsets_ramp_probes_and_a_resume_without_recompiling(counted_compile, tmp_path):
+def test_compiled_block_survives_depths_offsets_ramp_validations_and_a_resume_without_recompiling(counted_compile, tmp_path):
     cfg = preset("tiny", LONG_RUN)
     halfway = tmp_path / "halfway"
 
@@ -70,16 +70,16 @@ def test_compiled_block_survives_depths_offsets_ramp_probes_and_a_resume_without
 
     sizes = []
     straight = train(cfg, report=lambda m: (sizes.append(m["batch_size"]), keep_halfway(m)),
-                     checkpoint_dir=tmp_path / "a", probe=Probe(cfg))
+                     checkpoint_dir=tmp_path / "a", validation=Validation(cfg))
     assert len(straight.losses) == 12 and all(math.isfinite(x) for x in straight.losses)
     assert min(sizes) == 8 and max(sizes) == 24  # the ramp ran: 1 to 3 micro-batches a step
     # one graph per autograd situation (no grad; grad on a fresh state; grad on a state with history)
     assert len(counted_compile.inputs) == 3
     assert counted_compile.symbolic() == []  # static shapes only: nothing for a later recompile to turn dynamic
-    assert straight.model._compiled_block is None and "probe" in straight.metrics
+    assert straight.model._compiled_block is None and "validation" in straight.metrics
     # a resumed run in the same process (a new model, new optimiser): not one recompile
     with torch._dynamo.config.patch(error_on_recompile=True):
-        resumed = train(cfg, resume_from=halfway, probe=Probe(cfg))
+        resumed = train(cfg, resume_from=halfway, validation=Validation(cfg))
     assert len(counted_compile.inputs) == 3
     assert resumed.losses == straight.losses[6:] and resumed.model_id == straight.model_id
 

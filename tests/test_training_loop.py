@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from abacus_ray.config import preset
-from abacus_ray.evaluation.probe import Probe
+from abacus_ray.evaluation.validation import Validation
 from abacus_ray.model.checkpoint import content_hash, latest_checkpoint, list_checkpoints, load_checkpoint
 from abacus_ray.tasks.stream import padded_length
 from abacus_ray.tasks.tokenizer import get_tokenizer
@@ -52,32 +52,32 @@ def test_steps_budget_schedule_and_reports(tmp_path):
     assert load_checkpoint(result.checkpoint).model_id == result.model_id
 
 
-def test_probe_reports_without_changing_the_trained_model():
-    """The probe (the search's early-stopping metric) scores during training but trains the same weights."""
-    cfg = small("train.max_steps=10", "eval.probe_lengths=2,4", "eval.probe_every=4", "eval.probe_per_cell=8",
+def test_validation_reports_without_changing_the_trained_model():
+    """The validation (the search's early-stopping metric) scores during training but trains the same weights."""
+    cfg = small("train.max_steps=10", "eval.validation_lengths=2,4", "eval.validation_every=4", "eval.validation_per_cell=8",
                 "model.k_draw=balanced")
     reports, calls = [], []
-    probe = Probe(cfg)
+    validation = Validation(cfg)
 
     def counting(model):
-        scores = probe(model)
-        calls.append(model.training)  # the probe scores in eval mode; the loop turns train mode back on
+        scores = validation(model)
+        calls.append(model.training)  # the validation scores in eval mode; the loop turns train mode back on
         return scores
 
-    probed = train(cfg, report=reports.append, probe=counting)
+    validated = train(cfg, report=reports.append, validation=counting)
     plain = train(cfg)
-    assert probed.model_id == plain.model_id and probed.losses == plain.losses
+    assert validated.model_id == plain.model_id and validated.losses == plain.losses
     assert calls == [False] * 4  # at the start, steps 4 and 8, and the end (10)
     steps = [r["step"] for r in reports]
-    assert steps == [4, 8, 10]  # a fresh probe is reported at once
-    assert [r["probe_step"] for r in reports] == [4, 8, 10]  # the step each probe was scored at
+    assert steps == [4, 8, 10]  # a fresh validation is reported at once
+    assert [r["validation_step"] for r in reports] == [4, 8, 10]  # the step each validation was scored at
     final = reports[-1]
-    assert set(final) >= {"probe", "probe_2", "probe_4"}
-    assert final["probe"] == pytest.approx((final["probe_2"] + final["probe_4"]) / 2)
-    assert final["probe_2"] > final["probe_4"] or final["probe_4"] == 0.0  # 2 digits is in training, 4 beyond
-    # the probe's problems are a validation set: not the final evaluation's (seed eval.seed + 1)
+    assert set(final) >= {"validation", "validation_2", "validation_4"}
+    assert final["validation"] == pytest.approx((final["validation_2"] + final["validation_4"]) / 2)
+    assert final["validation_2"] > final["validation_4"] or final["validation_4"] == 0.0  # 2 digits is in training, 4 beyond
+    # the validation's problems are a validation set: not the final evaluation's (seed eval.seed + 1)
     from abacus_ray.tasks.evalsets import eval_problems
-    assert [c.prompts_text for c in probe.cells][0] != [p.prompt for p in eval_problems("add", 2, 2, 8, 0)]
+    assert [c.prompts_text for c in validation.cells][0] != [p.prompt for p in eval_problems("add", 2, 2, 8, 0)]
 
 
 def test_resume_is_bit_identical(tmp_path):
@@ -148,14 +148,14 @@ def test_a_finite_loss_with_infinite_gradients_stops_the_run_before_the_weights_
     every checkpoint kept loads, the last is step 3's, and the model handed back is step 3's."""
     steps_done = []
 
-    def arm(model):  # the probe is the loop's one callback that sees the training model (at the start)
+    def arm(model):  # the validation is the loop's one callback that sees the training model (at the start)
         if not steps_done:
             steps_done.append(0)
             model.tok.weight.register_hook(lambda g: torch.full_like(g, math.inf) if steps_done[-1] >= 3 else g)
         return {}
 
     cfg = small("train.max_steps=8", "train.checkpoint_every_min=1e-9", f"train.grad_clip={clip}")
-    result = train(cfg, report=lambda m: steps_done.append(m["step"]), checkpoint_dir=tmp_path, probe=arm)
+    result = train(cfg, report=lambda m: steps_done.append(m["step"]), checkpoint_dir=tmp_path, validation=arm)
     assert result.metrics["diverged_at_step"] == 4 and result.metrics["step"] == 3
     assert result.checkpoint is None and result.metrics["checkpoint"] is None
     assert len(result.losses) == 3 and all(math.isfinite(x) for x in result.losses)

@@ -37,21 +37,21 @@ def test_include_takes_a_comma_list_of_statuses():
             trial_status.parse_include(bad)
 
 
-def _result(root, run: str, probe: float, *, error=None, **last) -> Result:
-    """A trial's Tune result: two probe reports, the last with `last` in it."""
+def _result(root, run: str, validation: float, *, error=None, **last) -> Result:
+    """A trial's Tune result: two validation reports, the last with `last` in it."""
     trial_id = run[-1]
     checkpoint = root / "train" / f"train-{trial_id}" / "step-000000010"
     base = {"config": {"run": run}, "trial_id": trial_id, "node_id": "n1", "pid": 1,
             "started_at": 1.0, "reported_at": 2.0, "checkpoint_path": str(checkpoint)}
-    reports = [{**base, "step": 5, "probe": 0.1, "loss": 1.0, "final": False},
-               {**base, "step": 10, "probe": probe, "loss": 0.5, **last}]
+    reports = [{**base, "step": 5, "validation": 0.1, "loss": 1.0, "final": False},
+               {**base, "step": 10, "validation": validation, "loss": 0.5, **last}]
     return Result(metrics=reports[-1], checkpoint=None, error=error, path=str(root / "tune" / run),
                   metrics_dataframe=pd.DataFrame(reports))
 
 
 @pytest.fixture
 def grid(tmp_path):
-    """A search's four endings; the diverged trial has the best probe, the finished one next."""
+    """A search's four endings; the diverged trial has the best validation, the finished one next."""
     root = tmp_path / "s"
     return root, [_result(root, "s/a", 0.6, final=True),
                   _result(root, "s/b", 0.3, final=False),
@@ -68,7 +68,7 @@ def test_every_reader_sees_the_same_status_and_confirm_picks_a_finished_trial(gr
     runs = ["s/a", "s/b", "s/c", "s/d"]
     want = dict(zip(runs, [FINISHED, STOPPED, DIVERGED, ERROR], strict=True))
     trials = [SimpleNamespace(name=r, params={"x": r[-1]}) for r in runs]
-    rows = search_rows(results, trials, "probe")
+    rows = search_rows(results, trials, "validation")
     assert {r["run"]: r["status"] for r in rows} == want
     assert best_point(rows) == {"x": "a"}  # --confirm: never the diverged (c) or errored (d) trial
     timeline = placement_rows(results, {r: preset("tiny") for r in runs})

@@ -1,11 +1,12 @@
-"""A sweep's search on Ray Tune: the ASHA scheduler over the probe, and the search's own table.
+"""A sweep's search on Ray Tune: the ASHA scheduler over the validation score, and the search's
+own table.
 
 `abacus_ray.sweep.Search` says which points run (a seeded random sample of the cross product) and
 how they are ranked; here Tune's `ASHAScheduler` stops the weaker trials at step rungs, and the
-finished search is written to `{sweep}/search.parquet`: one row per probe of every trial (its
+finished search is written to `{sweep}/search.parquet`: one row per validation score of every trial (its
 step, its value, the loss of the report that first carried it), with the trial's status
 (`abacus_ray.trial_status`: `finished`, `stopped` by ASHA, `diverged`, `error`), its swept values
-and its best and last probe. The dashboard's "Search" view and `--confirm` read that file
+and its best and last validation score. The dashboard's "Search" view and `--confirm` read that file
 (docs/results-schema.md, "search.parquet").
 """
 
@@ -39,8 +40,8 @@ def scheduler(search: Search, trials: Sequence[Trial]) -> ASHAScheduler:
 
 
 def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[dict[str, Any]]:
-    """One row per probe of every trial Tune ran, at the step it was scored (a trial without reports gives
-    one row of its status)."""
+    """One row per validation score of every trial Tune ran, at the step it was scored (a trial
+    without reports gives one row of its status)."""
     params = {t.name: t.params for t in trials}
     rows = []
     for result in grid:
@@ -53,8 +54,9 @@ def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[
                 "params": json.dumps(params.get(run, {}), sort_keys=True),
                 "best": max(scores) if scores else None, "last": scores[-1] if scores else None}
         seen = set()
-        for r in reports:  # a probe's numbers ride on every later report: keep each probe once, at its step
-            step = _int(r.get("probe_step", r.get("step")))
+        # a validation's numbers ride on every later report: keep each once, at its step
+        for r in reports:
+            step = _int(r.get("validation_step", r.get("probe_step", r.get("step"))))
             if step in seen:
                 continue
             seen.add(step)

@@ -12,7 +12,8 @@ training metric and ends the run with the trial; ours adds two things to it:
   trial -> run map in memory only, so after `Tuner.restore` it would start every run again. Runs are
   found by the `abacus_run` tag, the trial's run name.
 
-Metrics are the training loop's own (loss, lr, throughput, budget, probe scores); Tune's bookkeeping
+Metrics are the training loop's own (loss, lr, throughput, budget, validation scores); Tune's
+bookkeeping
 in each result (pid, timestamp, done, iteration counters) is left out. Each run gets its resolved
 config as the artifact `config.json` when its trial starts; when the sweep's evaluation finishes,
 `log_evaluation` adds the region means (ID / OOD / 100+), the checkpoint's path and the trial's cell
@@ -73,8 +74,8 @@ def artifact_root(root: Path | str) -> str | None:
 
 
 def tracked(result: dict[str, Any]) -> dict[str, Any]:
-    """The metrics worth a chart from one Tune result: the loop's reports and the probe's scores."""
-    return {k: v for k, v in result.items() if k in METRICS or k.startswith("probe")}
+    """The metrics worth a chart from one Tune result: the loop's reports and validation scores."""
+    return {k: v for k, v in result.items() if k in METRICS or k.startswith("validation")}
 
 
 class TrialRuns(MLflowLoggerCallback):

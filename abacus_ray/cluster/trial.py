@@ -30,7 +30,7 @@ from abacus_ray import storage
 from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.cluster.rendezvous import LoopbackTorchConfig
 from abacus_ray.config import ExperimentConfig
-from abacus_ray.evaluation.probe import Probe
+from abacus_ray.evaluation.validation import Validation
 from abacus_ray.sweep_dir import SweepDir
 from abacus_ray.training.loop import train
 
@@ -58,7 +58,8 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
     resume = Path(previous.to_directory(str(scratch / "resume"))) if previous is not None else None
 
     def report(metrics: dict[str, Any]) -> None:
-        clean = {k: v for k, v in metrics.items() if v is not None and (k in REPORTED_KEYS or k.startswith("probe"))}
+        clean = {k: v for k, v in metrics.items()
+                 if v is not None and (k in REPORTED_KEYS or k.startswith("validation"))}
         clean |= placed | {"reported_at": time.time()}
         path = metrics.get("checkpoint")
         checkpoint = Checkpoint.from_directory(path) if path else None
@@ -66,7 +67,7 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
 
     try:
         train(cfg, device, process_group=group, report=report, checkpoint_dir=scratch / "checkpoints",
-              resume_from=resume, probe=Probe.of(cfg))
+              resume_from=resume, validation=Validation.of(cfg))
     finally:
         storage.delete(scratch, quiet=True)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abacus_ray.config.dicts import check
 
-# digits of an operand (training n, probe lengths); the grids' bound (evaluation/grids.py)
+# digits of an operand (training n, validation lengths); the grids' bound (evaluation/grids.py)
 MAX_LENGTH = 100_000
 MAX_ARRAY = 10_000  # numbers in a sorting problem
 # distinct layers in the recurrent block (16x the paper's deepest; built layer by layer)
@@ -27,7 +27,7 @@ MAX_MICRO_BATCH = 1 << 20
 MAX_GLOBAL_BATCH = 1 << 24
 MAX_PER_CELL = 100_000  # problems per evaluation cell (the paper: 100)
 MAX_TOKEN_BUDGET = 1 << 26  # tokens per evaluation batch
-MAX_PROBE_LENGTHS = 1_000
+MAX_VALIDATION_LENGTHS = 1_000
 MAX_WORKERS = 4_096  # Ray Train workers per trial
 MAX_WORKER_CPUS = 4_096.0
 MAX_WORKER_GPUS = 64.0

@@ -19,6 +19,26 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
+# Keys under their former names, still read from the configs older runs wrote (a sweep.json, a
+# checkpoint's config, a sweep file or `--set`): old dotted key -> today's.
+RENAMED: dict[str, str] = {
+    "eval.probe_lengths": "eval.validation_lengths",
+    "eval.probe_every": "eval.validation_every",
+    "eval.probe_per_cell": "eval.validation_per_cell",
+}
+
+
+def renamed(flat: dict[str, Any]) -> dict[str, Any]:
+    """A flat `section.key` dict with former key names replaced by today's (`RENAMED`); a key
+    given under both names is refused."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        new = RENAMED.get(key, key)
+        if new in out:
+            raise ValueError(f"{key}: given twice, also as {new} (its current name)")
+        out[new] = value
+    return out
+
 
 @functools.cache
 def _field_types(cls: type) -> dict[str, Any]:
@@ -132,6 +152,9 @@ def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     raise."""
     if not isinstance(data, dict):
         raise ValueError(f"{prefix or cls.__name__}: expected a mapping, got {type(data).__name__}")
+    if prefix and any(f"{prefix}.{name}" in RENAMED for name in data):
+        data = {k.rpartition(".")[2]: v for k, v in
+                renamed({f"{prefix}.{name}": v for name, v in data.items()}).items()}
     types_ = _field_types(cls)
     names = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - names)
@@ -205,7 +228,7 @@ def with_overrides(cfg: T, overrides: dict[str, Any] | list[str] | None) -> T:
         overrides = dict(parse_set(s) for s in overrides)
     flat = flatten(to_dict(cfg))
     sections = {k.rsplit(".", 1)[0] for k in flat if "." in k}
-    for key, value in overrides.items():
+    for key, value in renamed(dict(overrides)).items():
         if key not in flat:
             section = key.rsplit(".", 1)[0] if "." in key else ""
             if key in sections:

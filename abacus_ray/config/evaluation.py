@@ -31,12 +31,12 @@ class EvalConfig:
     # output, up to twice the answer field generated (docs/fidelity.md); "strict" also checks every
     # hint.
     hint_scoring: str = "official"
-    # The probe (evaluation/probe.py): exact match on diagonal cells (n, n) scored every
-    # `probe_every` optimiser steps during training, the metric Tune's early stopping reads;
-    # () = no probe.
-    probe_lengths: tuple[int, ...] = ()
-    probe_every: int = 500
-    probe_per_cell: int = 50
+    # The validation score (evaluation/validation.py): exact match on diagonal cells (n, n) scored every
+    # `validation_every` optimiser steps during training, the metric Tune's early stopping reads;
+    # () = no validation score.
+    validation_lengths: tuple[int, ...] = ()
+    validation_every: int = 500
+    validation_per_cell: int = 50
 
     def __post_init__(self) -> None:
         check(self.per_cell >= 1, "eval.per_cell", f"must be >= 1, got {self.per_cell}")
@@ -48,16 +48,18 @@ class EvalConfig:
         bounds.check_at_most(self.recurrences or 1, bounds.MAX_RECURRENCES, "eval.recurrences")
         check_choice(self.precision, "eval.precision", PRECISIONS)
         check_choice(self.hint_scoring, "eval.hint_scoring", HINT_SCORINGS)
-        check(all(n >= 1 for n in self.probe_lengths), "eval.probe_lengths",
-              f"lengths must be >= 1, got {list(self.probe_lengths)}")
-        bounds.check_at_most(len(self.probe_lengths), bounds.MAX_PROBE_LENGTHS,
-                             "eval.probe_lengths")
-        bounds.check_at_most(max(self.probe_lengths, default=1), bounds.MAX_LENGTH,
-                             "eval.probe_lengths")
-        bounds.check_at_most(self.probe_per_cell, bounds.MAX_PER_CELL, "eval.probe_per_cell")
+        check(all(n >= 1 for n in self.validation_lengths), "eval.validation_lengths",
+              f"lengths must be >= 1, got {list(self.validation_lengths)}")
+        bounds.check_at_most(len(self.validation_lengths), bounds.MAX_VALIDATION_LENGTHS,
+                             "eval.validation_lengths")
+        bounds.check_at_most(max(self.validation_lengths, default=1), bounds.MAX_LENGTH,
+                             "eval.validation_lengths")
+        bounds.check_at_most(self.validation_per_cell, bounds.MAX_PER_CELL,
+                             "eval.validation_per_cell")
         bounds.check_at_most(self.token_budget, bounds.MAX_TOKEN_BUDGET, "eval.token_budget")
-        check(self.probe_every >= 1, "eval.probe_every", f"must be >= 1, got {self.probe_every}")
-        check(self.probe_per_cell >= 1, "eval.probe_per_cell",
-              f"must be >= 1, got {self.probe_per_cell}")
+        check(self.validation_every >= 1, "eval.validation_every",
+              f"must be >= 1, got {self.validation_every}")
+        check(self.validation_per_cell >= 1, "eval.validation_per_cell",
+              f"must be >= 1, got {self.validation_per_cell}")
         check(self.token_budget >= 0, "eval.token_budget",
               f"must be >= 0 (0 = auto), got {self.token_budget}")

@@ -7,6 +7,7 @@ only if it describes the same training. The comparison (`sweep_change`) reads bo
 
 * leaves out `EXECUTION_ONLY`: fields that change how or how fast a trial runs, not the model,
   data, schedule or evaluation (a rerun after one of them changed resumes, on the new value);
+* reads a key under its former name (`dicts.RENAMED`) as today's;
 * reads a key that an older `sweep.json` lacks as the value its version behaved as
   (`OLD_DEFAULTS`), else as today's default (a key added with a default that keeps the old
   behaviour);
@@ -21,7 +22,7 @@ import functools
 import json
 from typing import Any
 
-from abacus_ray.config.dicts import flatten
+from abacus_ray.config.dicts import flatten, renamed
 from abacus_ray.config.experiment import ExperimentConfig
 
 EXECUTION_ONLY = frozenset({
@@ -50,7 +51,7 @@ def _defaults() -> dict[str, Any]:
 def trained_fields(config: dict[str, Any], *, recorded: bool = False) -> dict[str, Any]:
     """A trial's config (a nested dict, as `sweep.json` holds it) reduced to what identifies it;
     `recorded`: it comes from a `sweep.json`, whose missing keys take their old defaults."""
-    flat = flatten(config)
+    flat = renamed(flatten(config))
     if recorded:
         flat = {**_defaults(), **OLD_DEFAULTS, **flat}
     if flat.get("cluster.workers") == 1:

@@ -18,6 +18,6 @@ work             settings, capacity check, missing cells, work units
 progress         stderr progress bar with ETA
 runner           `score_cells` (unit of work) and `evaluate` (resumable, in-process)
 problem_file     scoring a file of problems (`abacus-ray eval --problems`)
-probe            exact match on a few long diagonal cells during training (a search's
-                 early-stopping metric)
+validation       the validation score: exact match on a few long diagonal cells during
+                 training (a search's early-stopping metric)
 """

@@ -6,14 +6,14 @@ infrequently" (Sec. 3). This searches the levers that bound that reach: the larg
 `model.max_k` (>= 180 at paper scale, so rows up to 221 are trained), how k is drawn (`uniform`, the
 paper's, or `balanced`, which trains every row about equally often: model/positions.py), the training
 length (data size), depth x recurrence and the budget. Random points of that space run through Ray
-Tune; its ASHA scheduler stops the weaker ones at step rungs, ranked by the probe (exact match on a
-few long diagonal cells of a validation set, scored every 500 steps: evaluation/probe.py). Trials that
-run their whole budget are scored on the long diagonal (and, at paper scale, a sparse grid past 100).
+Tune; its ASHA scheduler stops the weaker ones at step rungs, ranked by the validation score (exact
+match on a few long diagonal cells of a validation set, scored every 500 steps:
+evaluation/validation.py). Trials that run their whole budget are scored on the long diagonal (and, at paper scale, a sparse grid past 100).
 `--confirm` retrains the best point with 3 seeds under each offset draw (docs/results.md, "10x").
 
 The tiny preset asks the same question at CPU scale, from 5-digit training: 10 points of 24, 2-layer
 models, budgets of 3,000 or 6,000 steps (their cost: docs/results.md, §6), k up to 30 (rows to 36),
-probed at 6, 8, 10 and 12 digits, scored on the diagonal to 40 digits.
+validated at 6, 8, 10 and 12 digits, scored on the diagonal to 40 digits.
 """
 
 from abacus_ray.config.model import looped, standard_ii
@@ -25,7 +25,8 @@ SWEEP = Sweep(
     caption=__doc__.splitlines()[0],
     base={"task.name": "add", "model.positions": "abacus", "train.budget_a4000_hours": None,
           "cluster.trainer": "function",  # one worker per trial, inside its Tune trial: ASHA can stop it cleanly
-          "eval.probe_lengths": [40, 60, 100, 150, 200], "eval.probe_per_cell": 25, "eval.probe_every": 500},
+          "eval.validation_lengths": [40, 60, 100, 150, 200], "eval.validation_per_cell": 25,
+          "eval.validation_every": 500},
     variants=[looped(8, 2), standard_ii(16)],
     axes={"model.max_k": [100, 180, 200], "model.k_draw": ["uniform", "balanced"],
           "task.train_max_len": [15, 20], "train.max_steps": [4000, 8000]},
@@ -35,7 +36,8 @@ SWEEP = Sweep(
                                                       "task.train_max_len": 20},),
                   compare={"model.k_draw": ["uniform", "balanced"]}),
     tiny=Scale(
-        overrides={"task.train_max_len": 5, "eval.probe_lengths": [6, 8, 10, 12], "eval.probe_per_cell": 50,
+        overrides={"task.train_max_len": 5, "eval.validation_lengths": [6, 8, 10, 12],
+                   "eval.validation_per_cell": 50,
                    "eval.per_cell": 100, "train.budget_hours": None, "cluster.cpus_per_worker": 0.98},
         variants=[standard_ii(2), looped(1, 2)],
         axes={"model.max_k": [10, 20, 30], "model.k_draw": ["uniform", "balanced"],

@@ -135,9 +135,10 @@ class _Session:
 
     def __init__(self, cfg: ExperimentConfig, device: torch.device, process_group: Any,
                  report: Callable[[dict], None] | None, root: Path | None, resume_from: str | Path | None,
-                 probe: Callable[[nn.Module], dict[str, float]] | None) -> None:
+                 validation: Callable[[nn.Module], dict[str, float]] | None) -> None:
         self.cfg, self.tc, self.device = cfg, cfg.train, device
-        self.process_group, self.report, self.root, self.probe = process_group, report, root, probe
+        self.process_group, self.report, self.root = process_group, report, root
+        self.validation = validation
         self.rank, self.world = rank_and_world(process_group)
         self.model, saved_state = _build_model(cfg, resume_from)
         self.model.to(device).train()
@@ -160,7 +161,7 @@ class _Session:
         self.depth_total, self.depth_grad = expected_depths(self.recurrences, self.limit, self.tc.alpha)
         self.peak = peak_flops(device)
         self.losses: list[float] = []
-        self.probed: dict[str, float] = {}
+        self.validated: dict[str, float] = {}
         self.diverged_at: int | None = None  # the step whose loss or gradient norm was not finite
 
     def _restore(self, saved_state: dict | None) -> tuple[int, int]:
@@ -195,10 +196,10 @@ class _Session:
             fixed_len = padded_length(self.cfg.task)
         return net, ddp, fixed_len
 
-    def run_probe(self) -> None:
-        """Score the probe without touching the training RNG streams or leaving eval mode on."""
+    def run_validation(self) -> None:
+        """Score validation without touching the training RNG streams or leaving eval mode on."""
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            self.probed.update(self.probe(self.model), probe_step=self.budget.step)
+            self.validated.update(self.validation(self.model), validation_step=self.budget.step)
         self.model.train()
 
     def sync(self, loss_sum: float = 0.0, tokens: float = 0.0,
@@ -230,7 +231,8 @@ class _Session:
 
     def emit(self, window: Window, fraction: float, lr: float, *, final: bool,
              saved: tuple[str, str] | None) -> dict:
-        """Build a progress report from `window` (plus the latest probe scores) and pass it to `report`."""
+        """Build a progress report from `window` (plus the latest validation scores) and pass it to
+        `report`."""
         budget, losses = self.budget, self.losses
         now = budget.session_elapsed_s()
         rates = window.rates(now)
@@ -243,7 +245,7 @@ class _Session:
                    "eta_s": eta_seconds(fraction, self.fraction_start, now), "elapsed_s": now, "rank": self.rank,
                    "world_size": self.world, "final": final, "checkpoint": saved[0] if saved else None,
                    "model_id": saved[1] if saved else None}
-        metrics.update(self.probed)
+        metrics.update(self.validated)
         if self.diverged_at is not None:
             metrics["diverged_at_step"] = self.diverged_at
         if self.peak is not None and rates["mean_seq_len"] > 0:
@@ -258,8 +260,8 @@ class _Session:
         """Take optimiser steps until the budget is spent; save and report at the end."""
         budget, tc = self.budget, self.tc
         budget.start()
-        if self.probe is not None:
-            self.run_probe()
+        if self.validation is not None:
+            self.run_validation()
         self.sync()
         self.fraction_start = budget.fraction()
         self.batch_size = ramped_batch_size(self.fraction_start, tc.global_batch, self.mbs_eff, tc.batch_ramp)
@@ -272,8 +274,8 @@ class _Session:
         fraction = budget.fraction()
         final_saved = None
         if self.diverged_at is None:
-            if self.probe is not None and budget.step % self.cfg.eval.probe_every != 0:
-                self.run_probe()
+            if self.validation is not None and budget.step % self.cfg.eval.validation_every != 0:
+                self.run_validation()
             final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)  # periodic saves stop short of f = 1
         metrics = self.emit(self.session, fraction, lr, final=True, saved=final_saved)
         self.model.drop_compiled_block()  # the trained model is handed on eager
@@ -282,7 +284,8 @@ class _Session:
         return TrainResult(final_saved[0] if final_saved else None, model_id, metrics, self.losses, self.model)
 
     def step(self, fraction: float) -> float:
-        """One optimiser step at budget fraction `fraction`, then the checkpoint/probe/report it calls for.
+        """One optimiser step at budget fraction `fraction`, then the checkpoint, validation and
+        report it calls for.
 
         Returns the step's learning rate."""
         tc = self.tc
@@ -305,7 +308,7 @@ class _Session:
         if self.master is not None:
             self.master.publish()
         self.count_step(accum, step_loss, int(tokens_all), positions, seq_sum)
-        self.checkpoint_probe_report(step_loss, lr)
+        self.checkpoint_validate_report(step_loss, lr)
         return lr
 
     def unscale_and_clip(self) -> float:
@@ -379,8 +382,9 @@ class _Session:
                        loss=step_loss, seq_len_sum=seq_sum, micro_batches=accum)
         self.batch_size = ramped_batch_size(budget.fraction(), self.tc.global_batch, self.mbs_eff, self.tc.batch_ramp)
 
-    def checkpoint_probe_report(self, step_loss: float, lr: float) -> None:
-        """A periodic checkpoint, a probe every `eval.probe_every` steps, and a report when either ran or is due."""
+    def checkpoint_validate_report(self, step_loss: float, lr: float) -> None:
+        """A periodic checkpoint, validation every `eval.validation_every` steps, and a report when
+        either ran or is due."""
         tc, budget = self.tc, self.budget
         fraction = budget.fraction()
         now = budget.session_elapsed_s()
@@ -391,9 +395,9 @@ class _Session:
         if due:
             self.last_ckpt_s = now
             saved = self.save(fraction, step_loss)  # rank 0 writes; the others report without a checkpoint
-        fresh = self.probe is not None and budget.step % self.cfg.eval.probe_every == 0
+        fresh = self.validation is not None and budget.step % self.cfg.eval.validation_every == 0
         if fresh:
-            self.run_probe()
+            self.run_validation()
         if fraction < 1.0 and (due or fresh or now - self.last_report_s >= tc.report_every_s):
             self.emit(self.window, fraction, lr, final=False, saved=saved)
             self.last_report_s = now
@@ -403,7 +407,7 @@ class _Session:
 def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_group: Any = None,
           report: Callable[[dict], None] | None = None, checkpoint_dir: str | Path | None = None,
           resume_from: str | Path | None = None,
-          probe: Callable[[nn.Module], dict[str, float]] | None = None) -> TrainResult:
+          validation: Callable[[nn.Module], dict[str, float]] | None = None) -> TrainResult:
     """Train `cfg`'s model until its budget is spent; see the module docstring.
 
     process_group: a `torch.distributed` group (e.g. `dist.group.WORLD` under Ray Train) for DDP;
@@ -411,11 +415,12 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     checkpoint_dir: root for numbered checkpoints `step-NNNNNNNNN/` (rank 0 writes; newest 2 kept).
     resume_from: a checkpoint directory (or URI), or a root whose latest checkpoint is used; its weights
         pass the checks every loader runs (`model.checkpoint.read_checked`).
-    probe: scores the model every `eval.probe_every` steps, at the start and at the end
-        (`evaluation.probe.Probe`); its numbers join every later report. It runs under a forked RNG
-        and the model goes back to train mode, so the trained weights are the same with or without it.
+    validation: scores the model every `eval.validation_every` steps, at the start and at the end
+        (`evaluation.validation.Validation`); its numbers join every later report. It runs under a
+        forked RNG and the model goes back to train mode, so the trained weights are the same with
+        or without it.
     """
     root = Path(checkpoint_dir) if checkpoint_dir is not None else None
     device = _resolve_device(device)
     check_fits(cfg, device)
-    return _Session(cfg, device, process_group, report, root, resume_from, probe).run()
+    return _Session(cfg, device, process_group, report, root, resume_from, validation).run()

@@ -332,7 +332,7 @@
     });
   }
 
-  // ---- the search: each trial's probe over steps (ASHA-stopped dotted), the best so far -----------
+  // ---- the search: each trial's validation over steps (ASHA-stopped dotted), the best so far -----------
   function renderSearch() {
     const S = D.search;
     if (!S || !S.trials.length || !document.getElementById("search")) return;
@@ -344,7 +344,7 @@
     }));
     draw("search", traces, {
       margin: { l: 60, r: 20, t: 20, b: 50 }, xaxis: { title: { text: "Optimiser step" } },
-      yaxis: { title: { text: "Probe exact match (%)" }, range: [0, 102] }, showlegend: false,
+      yaxis: { title: { text: "Validation exact match (%)" }, range: [0, 102] }, showlegend: false,
     });
     draw("search-best", [{
       type: "scatter", mode: "lines+markers", line: { shape: "hv", color: PALETTE[2] }, name: "best so far",
@@ -352,7 +352,7 @@
       text: S.best_so_far.map((b) => esc(b.run)), hovertemplate: "after %{x} trials: %{y:.1f}%<br>%{text}<extra></extra>",
     }], {
       margin: { l: 60, r: 20, t: 20, b: 50 }, xaxis: { title: { text: "Trials tried" }, dtick: 1 },
-      yaxis: { title: { text: "Best probe so far (%)" }, range: [0, 102] },
+      yaxis: { title: { text: "Best validation so far (%)" }, range: [0, 102] },
     });
   }
 
