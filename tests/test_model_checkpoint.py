@@ -16,7 +16,7 @@ from abacus_ray.model.checkpoint import (
     save_checkpoint,
 )
 from abacus_ray.model.transformer import ArithmeticTransformer
-from abacus_ray.training.seeding import rng_state, set_rng_state
+from abacus_ray.seeds import rng_state, set_rng_state
 
 SMALL = ["model.hidden=32", "model.intermediate=64", "model.heads=4", "model.layers=1", "model.abacus_table=32"]
 

@@ -43,7 +43,15 @@ from abacus_ray.model.memory import check_training_fits
 from abacus_ray.model.positions import OffsetDraw
 from abacus_ray.model.precision import resolve_precision
 from abacus_ray.model.transformer import ArithmeticTransformer
-from abacus_ray.seeds import micro_batch_generator, rank_seed, resumed_rank_seed, weights_seed
+from abacus_ray.seeds import (
+    every_rank_rng_state,
+    micro_batch_generator,
+    rank_seed,
+    resumed_rank_seed,
+    seed_all,
+    set_rng_state,
+    weights_seed,
+)
 from abacus_ray.tasks.stream import TrainStream, pad_batch, padded_length
 from abacus_ray.training.budget import Budget
 from abacus_ray.training.distributed import (
@@ -63,7 +71,6 @@ from abacus_ray.training.progressive import (
     throttle_factor,
 )
 from abacus_ray.training.schedules import accumulation_steps, lr_multiplier, ramped_batch_size
-from abacus_ray.training.seeding import every_rank_rng_state, seed_all, set_rng_state
 from abacus_ray.training.throughput import Window, eta_seconds, peak_flops
 
 KEEP_CHECKPOINTS = 2  # numbered checkpoints kept in a run's checkpoint root (older ones are pruned)
