@@ -224,7 +224,7 @@ def sweep_page(data: SiteData, name: str, stamp: str) -> str:
     labels = group_labels(sub)
     reports = load_search(sub.cells)
     timeline = load_timeline(sub.cells)
-    payload = {**sweep_payload(sub, name, stamp), "search": search_payload(reports), "cluster": gantt(timeline)}
+    payload = {**sweep_payload(sub, name, stamp), "search": search_payload(reports), "timeline": gantt(timeline)}
     body = [f"<h1>{esc(name)}</h1>",
             f"<p class=muted>{sub.cells['model_id'].nunique()} models, {len(sub.entries)} evaluations, "
             f"{fmt_int(len(sub.cells))} cells. Heatmaps: operand one down, operand two across, fixed 0–100 % "

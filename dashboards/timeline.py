@@ -1,4 +1,4 @@
-"""The trial timeline of a sweep page (its "Cluster" view): which node ran which trial when (a Gantt chart), and how busy
+"""The trial timeline of a sweep page (its "Timeline" view): which node ran which trial when (a Gantt chart), and how busy
 each node's trial slots were.
 
 A sweep run through the Ray layer leaves `timeline.parquet` beside its `results/` (written by
@@ -104,12 +104,12 @@ def timeline_section(rows: pd.DataFrame | None) -> list[Any]:
     if rows is None or rows.empty:
         return []
     span = rows["end_s"].max() - rows["start_s"].min()
-    return ['<section id="cluster-section"><h2>Cluster</h2><p class=muted>'
+    return ['<section id="timeline-section"><h2>Timeline</h2><p class=muted>'
             f"{len(rows)} trials on {rows['node_id'].nunique()} nodes over {span:.0f} s "
             f"({html.escape(trial_status.counts(_statuses(rows)) or 'no status recorded')}). "
             "Each bar is one trial on "
             "the node that ran it (one lane per trial running at once there), coloured by what it asked for; "
-            "from the sweep's timeline.</p><div id=\"cluster\" class=\"plot\"></div>",
+            "from the sweep's timeline.</p><div id=\"timeline\" class=\"plot\"></div>",
             node_table(rows), "</section>"]
 
 

@@ -1,4 +1,4 @@
-"""The dashboard's "Cluster" view: a sweep's timeline.parquet as a Gantt chart of trials per node, and a
+"""The dashboard's "Timeline" view: a sweep's timeline.parquet as a Gantt chart of trials per node, and a
 table of each node's use (dashboards/timeline.py). Hand-made placements, no Ray."""
 
 from __future__ import annotations
@@ -42,17 +42,17 @@ def test_trials_get_the_first_free_lane_of_their_node():
     assert HOSTILE not in json.dumps(fig)  # run names are escaped before they reach Plotly
 
 
-def test_sweep_page_has_the_cluster_view_when_the_sweep_recorded_placements(tmp_path):
+def test_sweep_page_has_the_timeline_view_when_the_sweep_recorded_placements(tmp_path):
     results = synthetic_results(tmp_path / "s" / "results", [("s/a0", ["seed=0"])], [(1, 1), (2, 2)], per_cell=5)
     index = build_site(tmp_path / "s", tmp_path / "site")
-    assert 'id="cluster-section"' not in (index.parent / "sweep-s.html").read_text()  # nothing recorded: no view
+    assert 'id="timeline-section"' not in (index.parent / "sweep-s.html").read_text()  # nothing recorded: no view
     pq.write_table(pa.Table.from_pandas(placements(), preserve_index=False), Path(results).parent / "timeline.parquet")
     index = build_site(tmp_path / "s", tmp_path / "site")
     page = (index.parent / "sweep-s.html").read_text()
-    assert 'id="cluster-section"' in page and HOSTILE not in page
+    assert 'id="timeline-section"' in page and HOSTILE not in page
     assert "4 trials on 2 nodes over 60 s (3 finished, 1 diverged)" in page
     data = json.loads(re.search(r'id="dashboard-data">(.*?)</script>', page, re.S).group(1))
-    assert len(data["cluster"]["traces"]) == 2
+    assert len(data["timeline"]["traces"]) == 2
     out = tmp_path / "gantt.html"
     assert main([str(Path(results).parent / "timeline.parquet"), str(out)]) == 0
     assert "plotly" in out.read_text().lower()

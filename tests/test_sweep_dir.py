@@ -55,12 +55,12 @@ def _placements() -> pa.Table:
         "status": "finished"}])
 
 
-def _cluster_view(site: Path) -> dict | None:
+def _timeline_view(site: Path) -> dict | None:
     page = (site / "sweep-s.html").read_text()
-    if 'id="cluster-section"' not in page:
+    if 'id="timeline-section"' not in page:
         return None
     data = re.search(r'id="dashboard-data">(.*?)</script>', page, re.S).group(1)
-    return json.loads(data)["cluster"]
+    return json.loads(data)["timeline"]
 
 
 def test_an_older_sweeps_timeline_is_still_read(tmp_path):
@@ -70,10 +70,10 @@ def test_an_older_sweeps_timeline_is_still_read(tmp_path):
     assert Path(dirs.timeline_to_read()) == tmp_path / "s" / "timeline.parquet"  # neither there
     pq.write_table(_placements(), tmp_path / "s" / "cluster.parquet")  # what older sweeps wrote
     assert Path(dirs.timeline_to_read()) == tmp_path / "s" / "cluster.parquet"
-    view = _cluster_view(build_site(tmp_path / "s", tmp_path / "site").parent)
+    view = _timeline_view(build_site(tmp_path / "s", tmp_path / "site").parent)
     assert view is not None and len(view["traces"]) == 1
     newer = _placements().set_column(0, "run", pa.array(["s/b"]))
     pq.write_table(newer, tmp_path / "s" / "timeline.parquet")  # the new name wins over the old
     assert Path(dirs.timeline_to_read()) == tmp_path / "s" / "timeline.parquet"
-    view = _cluster_view(build_site(tmp_path / "s", tmp_path / "site").parent)
+    view = _timeline_view(build_site(tmp_path / "s", tmp_path / "site").parent)
     assert view is not None and "b: " in json.dumps(view)

@@ -356,11 +356,11 @@
     });
   }
 
-  // ---- the cluster: which node ran which trial when (traces built by dashboards/timeline.py) ----------
-  function renderCluster() {
-    const C = D.cluster;
+  // ---- the timeline: which node ran which trial when (traces built by dashboards/timeline.py) ----------
+  function renderTimeline() {
+    const C = D.timeline;
     if (!C || !C.traces.length) return;
-    draw("cluster", C.traces, C.layout);
+    draw("timeline", C.traces, C.layout);
   }
 
   // ---- live mode: reload when the server rebuilt from new Parquet parts -------------------------
@@ -384,7 +384,7 @@
     renderBars();
     renderRecurrence();
     renderSearch();
-    renderCluster();
+    renderTimeline();
   }
 
   if (state.entry === null) return;
