@@ -28,9 +28,9 @@ from abacus_ray.storage import Location
 
 @dataclass(frozen=True)
 class SweepDir:
-    """The sweep `name`'s directory under `storage` (the probed `--storage`)."""
+    """The sweep `name`'s directory under `storage_root` (the probed `--storage`)."""
 
-    storage: Location
+    storage_root: Location
     name: str
 
     SPEC: ClassVar[str] = "sweep.json"
@@ -66,7 +66,7 @@ class SweepDir:
 
     @property
     def root(self) -> Location:
-        return self.storage / self.name
+        return self.storage_root / self.name
 
     @property
     def spec(self) -> Location:
@@ -119,7 +119,7 @@ class SweepDir:
     @property
     def local(self) -> Path:
         """This machine's directory for what cannot live in a bucket: on a local disk, the root."""
-        return storage.driver_dir(self.storage, self.name)
+        return storage.driver_dir(self.storage_root, self.name)
 
     @property
     def tracking(self) -> Path:

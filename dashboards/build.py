@@ -52,7 +52,7 @@ def _copy(src: Path, dst: Path) -> None:
     """An asset copied into the site unless the copy there is already current."""
     if dst.exists() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
         return
-    storage.copy_file(src, dst)
+    storage.copy_file(storage.on_disk(src), storage.on_disk(dst))
 
 
 def write_assets(out_dir: Path) -> None:
@@ -63,29 +63,32 @@ def write_assets(out_dir: Path) -> None:
         _copy(STATIC / name, assets / name)
 
 
-def build_site(results_dir: str | Path | Location, out_dir: str | Path,
+def build_site(results: Path | Location, out_dir: Path,
                claims: ClaimOf | None = None) -> Path:
-    """Build (or rebuild) the dashboards of `results_dir` into `out_dir`; returns the index page's path.
+    """Build (or rebuild) the dashboards of `results` into `out_dir`; returns the index page's
+    path.
 
-    `results_dir` may be a results directory, a sweep root holding `results/`, or a storage root with
-    several sweeps (`evaluation.places.results_dirs`). `claims` finds each sweep's figure claim,
-    whose verdicts the index page lists first.
+    `results` may be a results directory, a sweep root holding `results/`, or a storage root with
+    several sweeps (`evaluation.places.results_dirs`); a `Path` is on this machine's disk. `claims`
+    finds each sweep's figure claim, whose verdicts the index page lists first.
     """
+    results = results if isinstance(results, Location) else storage.on_disk(results)
     out = Path(out_dir)
-    sig = signature(results_dir)
-    cells = load_cells(results_dir)
+    sig = signature(results)
+    cells = load_cells(results)
     data = SiteData.from_cells(cells)
     stamp = stamp_of(sig)
     out.mkdir(parents=True, exist_ok=True)
     write_assets(out)
-    source = str(storage.resolve(results_dir))  # the path, or the URI (its query kept, no credentials)
+    source = str(results)  # the path, or the URI (its query kept, no credentials)
     verdicts = sweep_verdicts(data, claims) if claims is not None else []
     pages = {INDEX: index_page(data, source, verdicts), PAPER: paper_page(data)}
     for name in sorted(set(cells["sweep"])):
         pages[sweep_page_name(name)] = sweep_page(data, name, stamp)
-    storage.write_files(out, pages)
+    site = storage.on_disk(out)
+    storage.write_files(site, pages)
     for old in out.glob("sweep-*.html"):  # sweeps that are gone from the results
         if old.name not in pages:
-            storage.delete(old)
-    storage.write_files(out, {STAMP: json.dumps({"stamp": stamp, "parts": len(sig)})})  # last: a served page polls it
+            storage.delete(site / old.name)
+    storage.write_files(site, {STAMP: json.dumps({"stamp": stamp, "parts": len(sig)})})  # last: a served page polls it
     return (out / INDEX).resolve()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -36,10 +35,10 @@ NOT_CONDITION_PREFIXES = ("cluster.", "train.report_every_s", "train.checkpoint_
 UNNAMED_SWEEP = "results"
 
 
-def signature(path: str | Path | Location) -> tuple:
+def signature(results: Location) -> tuple:
     """What changes when an evaluation streams a new part in: (file, size, mtime) of every part."""
     try:
-        dirs = results_dirs(path)
+        dirs = results_dirs(results)
     except (ValueError, OSError):
         return ()
     out = []
@@ -63,16 +62,17 @@ def sweep_table(cells: pd.DataFrame, table: Callable[[SweepDir], Location]) -> p
     return None
 
 
-def sweep_dir_name(results_dir: Path | Location) -> str:
+def sweep_dir_name(results_dir: Location) -> str:
     """The sweep a results directory belongs to when its rows carry no sweep-style run id."""
-    sweep = SweepDir.holding(storage.resolve(results_dir))
+    sweep = SweepDir.holding(results_dir)
     return sweep.name if sweep is not None else UNNAMED_SWEEP
 
 
-def sweep_preset(results_dir: Path | Location) -> str | None:
-    """The preset recorded in the sweep root's `sweep.json` (written by the cluster driver), if any."""
+def sweep_preset(results_dir: Location) -> str | None:
+    """The preset recorded in the sweep root's `sweep.json` (written by the cluster driver), if
+    any."""
     try:
-        spec = SweepDir.of(storage.resolve(results_dir).parent).spec
+        spec = SweepDir.of(results_dir.parent).spec
         return json.loads(storage.read_text(spec)).get("preset")
     except (OSError, ValueError, AttributeError):
         return None
@@ -112,10 +112,11 @@ def condition_columns(cells: pd.DataFrame) -> list[str]:
             if c not in NOT_CONDITION and not c.startswith(NOT_CONDITION_PREFIXES)]
 
 
-def load_cells(path: str | Path | Location) -> pd.DataFrame:
-    """Every cell row under `path`, with `sweep`, `arch`, `block`, `run`, `entry` and `group` columns."""
+def load_cells(results: Location) -> pd.DataFrame:
+    """Every cell row under `results`, with `sweep`, `arch`, `block`, `run`, `entry` and `group`
+    columns."""
     frames = []
-    for d in results_dirs(path):
+    for d in results_dirs(results):
         df = read_cells(d)
         fallback = sweep_dir_name(d)
         run_ids = df["run_id"] if "run_id" in df.columns else pd.Series([None] * len(df), index=df.index)

@@ -17,7 +17,6 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TextIO
 
-from abacus_ray import storage
 from abacus_ray.storage import Location
 from dashboards.build import build_site
 from dashboards.data import signature
@@ -30,9 +29,9 @@ REBUILD_PATHS = ("/", "/stamp.json")
 class LiveSite:
     """A site directory that rebuilds itself from `results` when the Parquet parts changed."""
 
-    def __init__(self, results: str | Path | Location, out_dir: str | Path,
+    def __init__(self, results: Location, out_dir: Path,
                  log: TextIO | None = None, claims: ClaimOf | None = None) -> None:
-        self.results, self.out_dir = storage.resolve(results), Path(out_dir)  # resolved once, kept as a Location
+        self.results, self.out_dir = results, Path(out_dir)
         self.log = log or sys.stderr
         self._lock = threading.Lock()
         self._built: tuple | None = None
@@ -75,7 +74,7 @@ def _handler(site: LiveSite):
     return functools.partial(Handler, directory=str(site.out_dir))
 
 
-def make_server(results: str | Path | Location, out_dir: str | Path, port: int = 8765,
+def make_server(results: Location, out_dir: Path, port: int = 8765,
                 log: TextIO | None = None, claims: ClaimOf | None = None
                 ) -> tuple[ThreadingHTTPServer, LiveSite]:
     """A loopback HTTP server for the live site (port 0: any free port); builds the site once first."""
@@ -89,7 +88,7 @@ def make_server(results: str | Path | Location, out_dir: str | Path, port: int =
     return server, site
 
 
-def serve(results: str | Path | Location, out_dir: str | Path, port: int = 8765,
+def serve(results: Location, out_dir: Path, port: int = 8765,
           log: TextIO | None = None, claims: ClaimOf | None = None) -> None:
     """Serve until interrupted."""
     server, _ = make_server(results, out_dir, port, log, claims)

@@ -197,7 +197,7 @@ def test_a_run_directory_written_meanwhile_is_refused(places, offline, work, no_
 
     before: set = set()
     with pytest.raises(FileExistsError, match=f"^--out: {out} exists and is not empty"):
-        storage.create_dir(out, fill, "--out")
+        storage.create_dir(storage.on_disk(out), fill, "--out")
     assert snapshot(out) == before and [p.name for p in out.iterdir()] == ["step-000000000"]
     assert sorted(p.name for p in out.parent.iterdir()) == ["cwd", "run"]  # no temporary one left
     message = assert_refused(["import-official", str(places["official"]), "--out", str(out)],

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from abacus_ray import storage
 from abacus_ray.cli import main as cli_main
 from abacus_ray.config import preset
 from abacus_ray.evaluation.aggregate import wilson_interval
@@ -45,7 +46,7 @@ def test_results_dirs_accepts_results_sweep_and_storage_roots(tmp_path):
     write_two_seeds(tmp_path, "a")
     write_two_seeds(tmp_path, "b")
     def found(path):  # storage Locations (abacus_ray.storage), compared by their local paths
-        return [loc.as_path() for loc in results_dirs(path)]
+        return [loc.as_path() for loc in results_dirs(storage.resolve(path))]
 
     assert found(tmp_path / "a" / "results") == [tmp_path / "a" / "results"]
     assert found(tmp_path / "a") == [tmp_path / "a" / "results"]
@@ -54,10 +55,10 @@ def test_results_dirs_accepts_results_sweep_and_storage_roots(tmp_path):
 
 def test_results_dirs_errors_name_the_argument(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"^RESULTS: "):
-        results_dirs(tmp_path / "missing")
+        results_dirs(storage.resolve(tmp_path / "missing"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match=r"^RESULTS: .* holds no abacus-ray results"):
-        results_dirs(tmp_path / "empty")
+        results_dirs(storage.resolve(tmp_path / "empty"))
 
 
 def test_architecture_labels_follow_the_paper():
@@ -70,7 +71,7 @@ def test_architecture_labels_follow_the_paper():
 
 def test_rows_get_sweep_run_entry_and_seed_group(tmp_path):
     write_two_seeds(tmp_path, "fig10_k")
-    cells = load_cells(tmp_path)
+    cells = load_cells(storage.resolve(tmp_path))
     assert set(cells["sweep"]) == {"fig10_k"}
     assert cells["entry"].nunique() == 2 and cells["group"].nunique() == 1
     assert sorted(set(cells["run"])) == ["fig10_k/max_k=6_seed=0", "fig10_k/max_k=6_seed=1"]
@@ -79,7 +80,7 @@ def test_rows_get_sweep_run_entry_and_seed_group(tmp_path):
 
 def test_run_without_sweep_prefix_takes_the_directory_name(tmp_path):
     synthetic_results(tmp_path / "mysweep" / "results", [("plain-run", [])], SQUARE)
-    cells = load_cells(tmp_path / "mysweep")
+    cells = load_cells(storage.resolve(tmp_path / "mysweep"))
     assert set(cells["sweep"]) == {"mysweep"} and set(cells["run"]) == {"plain-run"}
 
 
@@ -93,7 +94,7 @@ def test_run_without_an_id_is_named_after_its_checkpoint(tmp_path):
     rows["run_id"] = None
     rows.loc[first, "checkpoint"] = str(tmp_path / "runs" / "tiny" / "step-000020")  # only its last two parts name it
     write_cells(tmp_path / "evals" / "results", rows.astype(object).where(rows.notna(), None).to_dict("records"))
-    cells = load_cells(tmp_path / "evals")
+    cells = load_cells(storage.resolve(tmp_path / "evals"))
     runs = dict(zip(cells["model_id"], cells["run"], strict=False))
     assert runs[rows.loc[first, "model_id"].iloc[0]] == "tiny/step-000020"
     assert runs[rows.loc[~first, "model_id"].iloc[0]] == "tiny"  # no checkpoint either: the config's name
@@ -104,7 +105,7 @@ def test_run_without_an_id_is_named_after_its_checkpoint(tmp_path):
 
 def test_entry_grid_holds_each_cell_with_its_wilson_interval(tmp_path):
     write_two_seeds(tmp_path)
-    cells = load_cells(tmp_path)
+    cells = load_cells(storage.resolve(tmp_path))
     grids = entry_grids(cells)
     one = cells[cells["entry"] == 0].sort_values(["i", "j"])
     g = grids[0]
@@ -117,7 +118,7 @@ def test_entry_grid_holds_each_cell_with_its_wilson_interval(tmp_path):
 
 def test_seed_mean_grid_averages_runs_cell_by_cell(tmp_path):
     write_two_seeds(tmp_path)
-    cells = load_cells(tmp_path)
+    cells = load_cells(storage.resolve(tmp_path))
     g = group_grids(cells)[0]
     for k, (i, j) in enumerate(zip(g["i"], g["j"], strict=True)):
         both = cells[(cells["i"] == i) & (cells["j"] == j)]
@@ -127,7 +128,7 @@ def test_seed_mean_grid_averages_runs_cell_by_cell(tmp_path):
 
 def test_bars_spread_matches_per_seed_region_means(tmp_path):
     write_two_seeds(tmp_path, pairs=SQUARE + [(7, 7), (8, 8)])
-    data = SiteData.from_cells(load_cells(tmp_path))
+    data = SiteData.from_cells(load_cells(storage.resolve(tmp_path)))
     ood = data.means[data.means["view"] == "ood"].sort_values("entry")["accuracy"].to_numpy()
     stats = data.spreads["accuracy"][0]["ood"]
     assert stats["runs"] == 2
@@ -285,7 +286,7 @@ def _get(url: str) -> bytes:
 
 def test_server_binds_loopback_and_rebuilds_when_parts_arrive(tmp_path):
     write_two_seeds(tmp_path, "live")
-    server, site = make_server(tmp_path / "live" / "results", tmp_path / "site", port=0)
+    server, site = make_server(storage.resolve(tmp_path / "live" / "results"), tmp_path / "site", port=0)
     host, port = server.server_address[:2]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -310,12 +311,12 @@ def test_server_binds_loopback_and_rebuilds_when_parts_arrive(tmp_path):
 
 def test_signature_changes_with_parts_only(tmp_path):
     write_two_seeds(tmp_path, "s")
-    sig = signature(tmp_path)
+    sig = signature(storage.resolve(tmp_path))
     (tmp_path / "s" / "results" / "notes.txt").write_text("x")
-    assert signature(tmp_path) == sig
+    assert signature(storage.resolve(tmp_path)) == sig
     write_two_seeds(tmp_path, "s", run="other")
-    assert signature(tmp_path) != sig
-    assert signature(tmp_path / "missing") == ()
+    assert signature(storage.resolve(tmp_path)) != sig
+    assert signature(storage.resolve(tmp_path / "missing")) == ()
 
 
 def test_cli_builds_the_site_and_reports_bad_input(tmp_path, capsys):
@@ -368,7 +369,7 @@ def test_paper_page_shows_figures_with_runs_as_paired_bars_and_lists_the_rest(tm
     ran = [v["value"] for v in table1["values"] if v["match"]["model.positions"] in ("abacus", "fire")]
     assert len(ran) < len(table1["values"]) and b["paper"] == ran  # NoPE was not run: no bars for it
     # one model per condition and 10 problems in every cell: the interval is the pooled Wilson interval
-    cells = load_cells(tmp_path)
+    cells = load_cells(storage.resolve(tmp_path))
     fire = cells[cells["model.positions"] == "fire"]
     ood_digits = fire[(fire["i"] > 3) & (fire["j"] <= 3)]
     lo, hi = wilson_interval(int(ood_digits["n_correct"].sum()), int(ood_digits["n"].sum()))
@@ -388,7 +389,7 @@ def test_per_recurrence_series_for_a_model_scored_at_several_depths(tmp_path):
     html = (index.parent / "sweep-fig15.html").read_text()
     data = json.loads(re.search(r'id="dashboard-data">(.*?)</script>', html, re.S).group(1))
     assert [(s["view"], s["x"]) for s in data["recurrence"]] == [("ood", [1, 2, 3, 4])]
-    cells = load_cells(tmp_path)
+    cells = load_cells(storage.resolve(tmp_path))
     want = [round(100 * cells[cells["recurrences"] == r]["accuracy"].iloc[0], 2) for r in (1, 2, 3, 4)]
     assert data["recurrence"][0]["y"] == want
     assert "Accuracy per test-time recurrence" in html

@@ -412,12 +412,14 @@ def test_task_follows_the_vocabulary(tmp_path, capsys):
 
 def test_imported_model_goes_through_eval_and_summary(tmp_path, capsys):
     """An imported model is scored and summarised like any other, named by its source; eval-all finds it."""
+    from abacus_ray import storage
     from abacus_ray.cli.eval_all import find_models
 
     arch = official_arch("abacus", 1, 2, True)
     src = write_official(tmp_path / "authors-run", arch, official_tensors(arch))
     assert import_cli(src, tmp_path / "runs" / "ckpt") == 0
-    assert find_models(tmp_path / "runs") == [tmp_path / "runs" / "ckpt" / "step-000000000"]
+    runs = storage.resolve(tmp_path / "runs")
+    assert find_models(runs) == [tmp_path / "runs" / "ckpt" / "step-000000000"]
     assert main(["eval", str(tmp_path / "runs" / "ckpt"), "--cells", "1-2x1-2", "--per-cell", "4", "--out",
                  str(tmp_path / "res"), "--quiet"]) == 0
     capsys.readouterr()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from abacus_ray import storage
 from abacus_ray.cli import main
 from abacus_ray.evaluation.places import evaluation_places, results_dirs
 from dashboards.sample import synthetic_results
@@ -65,13 +66,15 @@ def test_dashboard_takes_a_sweep_root_and_a_storage_root(tmp_path, capsys):
 def test_the_readers_share_one_reading_of_a_place(tmp_path):
     a = write_sweep(tmp_path, "a")
     b = write_sweep(tmp_path, "b")
-    assert [d.as_path() for d in results_dirs(tmp_path)] == [a / "results", b / "results"]
-    assert [d.as_path() for d in results_dirs(a)] == [a / "results"]
-    assert [d.as_path() for d in results_dirs(a / "results")] == [a / "results"]
+    assert [d.as_path() for d in results_dirs(storage.resolve(tmp_path))] == [a / "results",
+                                                                            b / "results"]
+    assert [d.as_path() for d in results_dirs(storage.resolve(a))] == [a / "results"]
+    assert [d.as_path() for d in results_dirs(storage.resolve(a / "results"))] == [a / "results"]
 
 
 def _places(target: Path) -> list[tuple[Path, Path]]:
-    return [(p.models.as_path(), p.results.as_path()) for p in evaluation_places(target)]
+    return [(p.models.as_path(), p.results.as_path())
+            for p in evaluation_places(storage.resolve(target))]
 
 
 def test_eval_all_scores_each_sweep_into_its_own_results(tmp_path):
@@ -88,10 +91,10 @@ def test_eval_all_scores_each_sweep_into_its_own_results(tmp_path):
 
 def test_a_missing_place_is_refused_naming_results(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"^RESULTS: .*nowhere: no such results directory"):
-        evaluation_places(tmp_path / "nowhere")
+        evaluation_places(storage.resolve(tmp_path / "nowhere"))
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotADirectoryError, match=r"^RESULTS: .*file: is not a directory"):
-        results_dirs(tmp_path / "file")
+        results_dirs(storage.resolve(tmp_path / "file"))
 
 
 # --- eval-all: what it scores, and where it looks --------------------------------------------
@@ -150,13 +153,13 @@ def test_eval_all_scores_what_the_sweep_scored(tmp_path, capsys, no_ray):
         "it when its trials end; rerun the sweep's command to finish it, then eval-all")
     # a finished, b stopped, c diverged, d error
     statuses = dict(zip("abcd", trial_status.STATUSES, strict=True))
-    storage.write_parquet(sweep / SweepDir.TRIALS, trial_status.record_table(
+    storage.write_parquet(storage.on_disk(sweep / SweepDir.TRIALS), trial_status.record_table(
         {"run": f"s/{t}", "status": st, "checkpoint": f"train/train-{t}/step-000000001"}
         for t, st in statuses.items()))
     assert _eval_all_models(sweep) == [["train/train-a/step-000000001"]]
     # a results directory: its own sweep's
     assert _eval_all_models(sweep / "results", base=sweep) == [["train/train-a/step-000000001"]]
-    assert evaluation_places(sweep / "results") == [
+    assert evaluation_places(storage.resolve(sweep / "results")) == [
         EvaluationPlace(storage.resolve(sweep), storage.resolve(sweep / "results"), sweep=True)]
     assert _eval_all_models(sweep, "--include", "diverged,error") == [
         [f"train/train-{t}/step-000000001" for t in "acd"]]
@@ -181,14 +184,14 @@ def test_eval_all_scores_two_copies_of_one_run_once_and_ends_a_link_loop(tmp_pat
     _checkpoint(runs / "a" / "step-000000001")
     shutil.copytree(runs / "a", runs / "b")
     _checkpoint(runs / "c" / "step-000000001", seed=1)
-    models = find_models(runs)
+    models = find_models(storage.resolve(runs))
     assert models == [runs / r / "step-000000001" for r in "abc"]
     assert checked_models(models, runs / "results") == [runs / r / "step-000000001" for r in "ac"]
     assert "1 checkpoint(s) for" in capsys.readouterr().err
     (runs / "loop").mkdir()
     for name in ("up", "up2"):  # two links back up: a recursive listing would branch at every level
         (runs / "loop" / name).symlink_to(runs)
-    assert find_models(runs) == models
+    assert find_models(storage.resolve(runs)) == models
 
 
 def _rewrite_parts(results: Path, **columns) -> None:

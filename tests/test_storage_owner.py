@@ -12,7 +12,7 @@ import pytest
 from abacus_ray import storage
 
 REPO = Path(__file__).resolve().parents[1]
-OWNER = ("storage", "storage_module")  # how modules import the owner: `storage.write_text(...)`
+OWNER = ("storage",)  # how modules import the owner: `storage.write_text(...)`
 MODULE_CALLS = {  # module alias -> functions that read, write, move or remove files
     "os": {"replace", "rename", "renames", "remove", "unlink", "rmdir", "removedirs", "open",
            "fdopen", "truncate", "link", "symlink", "makedirs", "mkdir"},
@@ -106,8 +106,9 @@ text.replace("a", "b")
 
 def test_a_directory_write_replaces_the_old_one_whole_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "step-000000001"
-    storage.write_dir(target, {"meta.json": "{}", "a.txt": "old"})
-    storage.write_dir(target, {"meta.json": '{"n": 2}'}, fill=lambda tmp: (tmp / "sub").mkdir())
+    storage.write_dir(storage.on_disk(target), {"meta.json": "{}", "a.txt": "old"})
+    storage.write_dir(storage.on_disk(target), {"meta.json": '{"n": 2}'},
+                      fill=lambda tmp: (tmp / "sub").mkdir())
     assert sorted(p.name for p in target.iterdir()) == ["meta.json", "sub"]  # the old a.txt is gone with its directory
     assert (target / "meta.json").read_text() == '{"n": 2}'
     assert [p.name for p in tmp_path.iterdir()] == ["step-000000001"]
@@ -115,29 +116,29 @@ def test_a_directory_write_replaces_the_old_one_whole_and_leaves_no_temporary(tm
 
 def test_a_directory_write_that_fails_leaves_the_old_directory_and_no_temporary(tmp_path):
     target = tmp_path / "ckpt"
-    storage.write_dir(target, {"meta.json": "old"})
+    storage.write_dir(storage.on_disk(target), {"meta.json": "old"})
 
     def fill(tmp: Path) -> None:
         (tmp / "model.pt").write_bytes(b"half")  # test data, written into the owner's temporary directory
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        storage.write_dir(target, {"meta.json": "new"}, fill=fill)
+        storage.write_dir(storage.on_disk(target), {"meta.json": "new"}, fill=fill)
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
     assert (target / "meta.json").read_text() == "old"
 
 
 def test_a_directory_write_that_must_not_replace_keeps_the_copy_already_there(tmp_path):
     target = tmp_path / "cache"
-    storage.write_dir(target, {"meta.json": "first"}, replace=False)
-    storage.write_dir(target, {"meta.json": "second"}, replace=False)
+    storage.write_dir(storage.on_disk(target), {"meta.json": "first"}, replace=False)
+    storage.write_dir(storage.on_disk(target), {"meta.json": "second"}, replace=False)
     assert (target / "meta.json").read_text() == "first"
     assert [p.name for p in tmp_path.iterdir()] == ["cache"]
 
 
 def test_several_files_are_written_whole_in_order(tmp_path):
-    storage.write_files(tmp_path / "site", {"index.html": "<p>", "stamp.json": b"{}"})
+    storage.write_files(storage.on_disk(tmp_path / "site"), {"index.html": "<p>", "stamp.json": b"{}"})
     assert {p.name: p.read_bytes() for p in (tmp_path / "site").iterdir()} == {"index.html": b"<p>", "stamp.json": b"{}"}
-    storage.delete(tmp_path / "site")
+    storage.delete(storage.on_disk(tmp_path / "site"))
     assert not (tmp_path / "site").exists()
-    storage.delete(tmp_path / "nowhere")  # nothing to remove: nothing happens
+    storage.delete(storage.on_disk(tmp_path / "nowhere"))  # nothing to remove: nothing happens

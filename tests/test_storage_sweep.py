@@ -81,7 +81,7 @@ def test_sweep_on_s3_storage(bucket_ray, tmp_path):
     assert code == 0 and table[-1].split()[-1] == "4", text  # the total, above the figure's verdict
     out_uri = s3.uri("again")
     assert main(["eval-all", uri, "--grid", "cells:3x3", "--per-cell", "2", "--out", out_uri]) == 0
-    assert len(read_cells(out_uri)) == 1
+    assert len(read_cells(storage.resolve(out_uri))) == 1
     code, site, _ = run(["dashboard", str(root), "--out", str(tmp_path / "site")])
     assert code == 0 and Path(site.strip()).is_file()
 

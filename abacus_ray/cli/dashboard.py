@@ -71,8 +71,8 @@ def handler(args: argparse.Namespace) -> int:
         if args.serve:
             raise ValueError(f"--out: {target}: --serve serves a local directory; give one")
         with tempfile.TemporaryDirectory(prefix="abacus-dashboard-") as tmp:
-            build_site(results, tmp, claim_for)
-            storage.upload(tmp, target)
+            build_site(results, Path(tmp), claim_for)
+            storage.upload(Path(tmp), target)
         print(target / "index.html")
         return 0
     out = storage.check_local_dir(Path(target.path if target else args.out or default_out(results)),

@@ -58,13 +58,12 @@ def register(subparsers) -> None:
     p.set_defaults(func=handler)
 
 
-def find_models(root) -> list:
+def find_models(root: storage.Location) -> list:
     """The latest checkpoint of `root` if it is a training run, else of each run directory directly
-    in it (a path or `storage.Location`; sorted). Not recursive: a link back up cannot loop. A
-    checkpoint itself is refused: its results would go inside it."""
+    in it (sorted). Not recursive: a link back up cannot loop. A checkpoint itself is refused: its
+    results would go inside it."""
     from abacus_ray.model.checkpoint import META_FILE, latest_checkpoint  # heavy: torch
 
-    root = storage.resolve(root, flag="RESULTS")
     if not storage.is_dir(root):
         return []
     if storage.is_file(root / META_FILE):
@@ -100,11 +99,10 @@ def places_of(args: argparse.Namespace, results: storage.Location) -> list[tuple
     """(models, where their results go) per place under RESULTS that holds models; each results
     directory probed for writing, naming `--out` only when it was given."""
     include = trial_status.parse_include(args.include)
+    places = evaluation_places(results)
     if args.out:
-        places = [dataclasses.replace(p, results=storage.resolve(args.out, flag="--out"))
-                  for p in evaluation_places(results)]
-    else:
-        places = evaluation_places(results)
+        out = storage.resolve(args.out, flag="--out")  # probed below, as every place is
+        places = [dataclasses.replace(p, results=out) for p in places]
     found, sweeps = [], any(p.sweep for p in places)
     for place in places:
         models = sweep_models(place.models, include) if place.sweep else find_models(place.models)
@@ -115,7 +113,7 @@ def places_of(args: argparse.Namespace, results: storage.Location) -> list[tuple
         hint = "" if args.include or not sweeps else hint
         raise ValueError(f"RESULTS: no checkpoints to score under {args.results}{hint}")
     flag = "--out" if args.out else "RESULTS"
-    return [(models, storage.probe(out, flag)) for models, out in found]
+    return [(models, storage.check_location(out, flag)) for models, out in found]
 
 
 def checked_models(models: list, out: storage.Location) -> list:

@@ -57,11 +57,11 @@ def register(subparsers) -> None:
     p.set_defaults(func=handler)
 
 
-def read_places(target: str | Location) -> tuple[pd.DataFrame, list[tuple[Location, pd.DataFrame]]]:
+def read_places(results: Location) -> tuple[pd.DataFrame, list[tuple[Location, pd.DataFrame]]]:
     """Every cell row under RESULTS as one DataFrame, and each results directory (one, or a storage
     root's several sweeps') with its own rows."""
-    # a bad URI is refused naming RESULTS, in seconds; a place that holds no results is named itself
-    tables = [(d, read_cells_table(d)) for d in results_dirs(target, flag="")]
+    # a place that holds no results is named itself
+    tables = [(d, read_cells_table(d)) for d in results_dirs(results, flag="")]
     places = [(d, t.to_pandas()) for d, t in tables]
     if len(places) == 1:
         return places[0][1], places
@@ -141,8 +141,10 @@ def handler(args: argparse.Namespace) -> int:
     )
     from abacus_ray.evaluation.offset_reach import format_offset_table, offset_table  # pandas
 
-    cells, places = read_places(args.results)
-    top = storage.resolve(args.results, flag="RESULTS").path.rstrip("/")  # checked by read_places
+    # resolved once: a bad URI is refused naming RESULTS, in seconds
+    results = storage.probe(args.results, "RESULTS", write=False)
+    cells, places = read_places(results)
+    top = results.path.rstrip("/")
     several = len(places) > 1 or places[0][0].parent.parent.path.rstrip("/") == top  # a storage root
     if args.fig10:
         table = offset_table(cells)

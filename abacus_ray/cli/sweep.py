@@ -281,7 +281,7 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
         store = parsed.tracking_uri or dirs.tracking / SweepDir.TRACKING_STORE
         print(f"{sweep.name}: MLflow store {store} (SQLite cannot live in a bucket: it stays on "
               "this machine)", file=sys.stderr)
-    found = run_sweep(sweep.name, parsed.preset, trials, storage=loc, grids=grids,
+    found = run_sweep(sweep.name, parsed.preset, trials, storage_root=loc, grids=grids,
                       address=parsed.address, evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
                       eval_recurrences=sweep.eval_recurrences_for(parsed.preset),
                       tracking=parsed.tracking, search=search, tracking_uri=parsed.tracking_uri,

@@ -80,7 +80,7 @@ class Mirror:
 
     KEEP = 2
 
-    def __init__(self, inner, loc) -> None:
+    def __init__(self, inner, loc: storage.Location) -> None:
         self.inner, self.loc = inner, loc
 
     def copy(self, path) -> None:
@@ -88,7 +88,7 @@ class Mirror:
 
         target = self.loc / Path(path).name
         if not storage.exists(target / "meta.json"):
-            storage.upload(path, target, last="meta.json")  # a reader lists only checkpoints with meta.json
+            storage.upload(Path(path), target, last="meta.json")  # a reader lists only checkpoints with meta.json
         for old in list_checkpoints(self.loc)[: -self.KEEP]:
             storage.delete(old)
 
@@ -158,7 +158,7 @@ def handler(args: argparse.Namespace) -> int:
     if not loc.local:
         if diverged is None:
             report.copy(result.checkpoint)
-        storage.delete(out, quiet=True)  # the local staging copy
+        storage.delete(storage.on_disk(out), quiet=True)  # the local staging copy
     if diverged is not None:  # the loop saved nothing of the spoiled weights; earlier checkpoints stand
         last = latest_checkpoint(loc)
         kept = f"the last checkpoint is {last}" if last is not None else "no checkpoint was written before"

@@ -23,8 +23,7 @@ import ray.exceptions
 from ray import tune
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
-from abacus_ray import storage as storage_module
-from abacus_ray import trial_status
+from abacus_ray import storage, trial_status
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.devices import Price, resolve_devices
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
@@ -60,13 +59,13 @@ def trial_resources(cfg: ExperimentConfig) -> tune.PlacementGroupFactory:
 def _check_same_sweep(dirs: SweepDir, spec: dict[str, Any]) -> None:
     """Refuse a `--storage` whose sweep.json records another sweep (what counts: `config.identity`)."""
     path = dirs.spec
-    if storage_module.exists(path):
-        change = sweep_change(json.loads(storage_module.read_text(path)), spec)
+    if storage.exists(path):
+        change = sweep_change(json.loads(storage.read_text(path)), spec)
         if change is not None:
             raise ValueError(f"--storage: {dirs.root} holds a different sweep: {change}; to start "
                              "this one, give another --storage (or delete that directory)")
     else:
-        storage_module.write_text(path, json.dumps(spec, indent=2, sort_keys=True))  # atomic: rename or one PUT
+        storage.write_text(path, json.dumps(spec, indent=2, sort_keys=True))  # atomic: rename or one PUT
 
 
 def failure_reason(error: BaseException) -> str:
@@ -106,7 +105,7 @@ def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConf
     its storage."""
     train_path, fs = dirs.train.ray_storage  # RAY: Train's storage_path + storage_filesystem
     trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
-        tune.with_parameters(run_trial, configs=by_name, storage=train_path, filesystem=fs),
+        tune.with_parameters(run_trial, configs=by_name, train_path=train_path, filesystem=fs),
         lambda params: trial_resources(by_name[params["run"]]))
     exp = dirs.tune
     if tune.Tuner.can_restore(exp.path, storage_filesystem=fs):
@@ -158,7 +157,9 @@ def _checkpoint_of(result, root: Location) -> Location | None:
         return root.at(path)  # its URI on an object store: what the evaluators and MLflow get
     if metrics.get("trial_id"):  # fall back to the Train run's newest checkpoint in storage
         found = latest_checkpoint(SweepDir.of(root).train_run(metrics["trial_id"]))
-        return storage_module.resolve(found) if found is not None else None
+        if found is None:
+            return None
+        return found if isinstance(found, Location) else storage.on_disk(found)
     return None
 
 
@@ -296,26 +297,26 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     return list(outcome.finished.values())
 
 
-def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage: Location,
+def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_root: Location,
               grids: Mapping[tuple[str, ...], Sequence[Grid]], address: str | None = None,
               evaluate: bool = True, num_cpus: int | None = None,
               eval_recurrences: tuple[int, ...] = (), tracking: str = "mlflow",
               search: Search | None = None, tracking_uri: str | None = None,
               price: Price | None = None) -> SweepRun:
-    """Train and evaluate one figure's sweep under `storage` (the probed `--storage`); returns what
-    it found (`SweepRun`: its directory, a local path or an object-store URI, every trial's status,
-    the failures). Each finished trial is scored on its own config's `eval` settings, on `grids`
+    """Train and evaluate one figure's sweep under `storage_root` (the probed `--storage`); returns
+    what it found (`SweepRun`: its directory, a local path or an object-store URI, every trial's
+    status, the failures). Each finished trial is scored on its own config's `eval` settings, on `grids`
     (every trial's `eval.grids`, resolved once by the caller); trials with equal settings share one
     Ray Data pass. A local storage directory must be one every node sees (`shared_dir`). MLflow logs
     to `tracking_uri` when given, else to the sweep's own store (`SweepDir.tracking`).
 
     A trial that failed, or an evaluation stopped by lost actors, does not stop the others: the
     finished trials are still evaluated, and the caller says what failed (`failure_line`)."""
-    dirs = SweepDir(storage, name)
+    dirs = SweepDir(storage_root, name)
     runtime.init(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
     if dirs.root.local:  # before anything trains: a node that cannot see it would fail at the end
-        check_every_node_sees(storage.as_path(), "--storage")
+        check_every_node_sees(storage_root.as_path(), "--storage")
     home = tracking_uri or dirs.tracking
     outcome = _train(name, preset_name, trials, dirs, tracking, search, home, price)
     failures = dict(outcome.reasons)

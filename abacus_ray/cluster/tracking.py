@@ -146,9 +146,9 @@ def _quiet_mlflow() -> None:
 
 
 def log_evaluation(root: Path | str, experiment: str, finished: Sequence[tuple[Any, ExperimentConfig]],
-                   results) -> int:
-    """Each finished trial's region means and checkpoint path (a URI on object storage) into its MLflow run;
-    `results` is a path or `abacus_ray.storage.Location`. Returns runs updated."""
+                   results: storage.Location) -> int:
+    """Each finished trial's region means and checkpoint path (a URI on object storage) into its
+    MLflow run, from the results directory `results`. Returns runs updated."""
     _quiet_mlflow()
     client = mlflow.tracking.MlflowClient(tracking_uri=store_uri(root))
     exp = client.get_experiment_by_name(experiment)
@@ -176,7 +176,7 @@ def _log_cells(client, run_id: str, cells) -> None:
     """The trial's cell rows as the run's `cells.parquet` artifact."""
     with tempfile.TemporaryDirectory(prefix="abacus-mlflow-") as tmp:
         path = Path(tmp) / "cells.parquet"
-        storage.write_parquet(path, pa.Table.from_pandas(cells, preserve_index=False))
+        storage.write_parquet(storage.on_disk(path), pa.Table.from_pandas(cells, preserve_index=False))
         client.log_artifact(run_id, str(path))
 
 

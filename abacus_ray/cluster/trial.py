@@ -69,7 +69,7 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
         train(cfg, device, process_group=group, report=report, checkpoint_dir=scratch / "checkpoints",
               resume_from=resume, validation=Validation.of(cfg))
     finally:
-        storage.delete(scratch, quiet=True)
+        storage.delete(storage.on_disk(scratch), quiet=True)
 
 
 def train_worker(loop_config: dict[str, Any]) -> None:
@@ -95,11 +95,11 @@ def _train_in_trial(cfg: ExperimentConfig) -> None:
     _train_and_report(cfg, device, None, tune.get_checkpoint(), report)  # RAY: resume point
 
 
-def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], storage: str,
+def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], train_path: str,
               filesystem: Any = None) -> None:
     """The Tune function trainable: fits one `TorchTrainer` for the config named by `params["run"]`.
 
-    `configs` (every trial's config by run name), `storage` (the Train runs' directory: a path in
+    `configs` (every trial's config by run name), `train_path` (the Train runs' directory: a path in
     `filesystem`, a `pyarrow.fs.FileSystem` for an object store, None for a local or shared disk) are
     bound with `tune.with_parameters`; the rest of `params` are the swept values Tune shows, already
     part of the config.
@@ -118,7 +118,7 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], stor
                                      placement_strategy=cl.placement),
         run_config=ray.train.RunConfig(
             name=SweepDir.train_run_name(tune.get_context().get_trial_id()),  # same on restore
-            storage_path=storage,
+            storage_path=train_path,
             storage_filesystem=filesystem,  # RAY: checkpoints go to the object store from the worker's node
             checkpoint_config=CheckpointConfig(num_to_keep=2),
             failure_config=FailureConfig(max_failures=MAX_FAILURES),

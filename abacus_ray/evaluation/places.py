@@ -17,7 +17,6 @@ exist or holds none.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from abacus_ray import storage
 from abacus_ray.evaluation.results import PART_GLOB, part_files
@@ -27,15 +26,8 @@ from abacus_ray.sweep_dir import SweepDir
 RESULTS_DIR = SweepDir.RESULTS  # a sweep root's results directory
 
 
-def _place(target: str | Path | Location, flag: str) -> Location:
-    """`target` resolved and checked to be a directory there (a URI probed for reading: one line,
-    seconds)."""
-    if isinstance(target, Location):  # resolved (and probed) by the command line already
-        loc = target
-    else:
-        probe_flag = flag or "RESULTS"  # a URI's refusals name the argument either way
-        loc = storage.probe(target, probe_flag, write=False) if storage.is_uri(target) else \
-            storage.resolve(target, flag=probe_flag)
+def _directory(loc: Location, flag: str) -> Location:
+    """`loc` (resolved, and a URI probed, by the command line) checked to be a directory."""
     if not storage.exists(loc):
         raise FileNotFoundError(f"{_named(flag, loc)}: no such results directory")
     if not storage.is_dir(loc):
@@ -47,10 +39,10 @@ def _named(flag: str, loc: Location) -> str:
     return f"{flag}: {loc}" if flag else str(loc)
 
 
-def results_dirs(target: str | Path | Location, flag: str = "RESULTS") -> list[Location]:
-    """The results directories under `target`: itself, its `results/` (a sweep root), or every
+def results_dirs(loc: Location, flag: str = "RESULTS") -> list[Location]:
+    """The results directories under `loc`: itself, its `results/` (a sweep root), or every
     `*/results/` (a storage root), in name order."""
-    loc = _place(target, flag)
+    _directory(loc, flag)
     if part_files(loc):
         return [loc]
     if part_files(loc / RESULTS_DIR):
@@ -88,14 +80,13 @@ def _at(root: Location, results: Location) -> EvaluationPlace:
     return EvaluationPlace(root, results, sweep=_is_sweep(root))
 
 
-def evaluation_places(target: str | Path | Location,
-                      flag: str = "RESULTS") -> list[EvaluationPlace]:
+def evaluation_places(loc: Location, flag: str = "RESULTS") -> list[EvaluationPlace]:
     """Where `eval-all TARGET` finds models and writes their results, one place per sweep, never
     above TARGET but for a results directory's own sweep or run: a results directory and the sweep
     root (or training run) it lies in, else itself alone; a sweep root and its `results/`; each
     sweep root of a storage root; any other directory of trained runs (`abacus-ray train --out`
     directories) and its `results/`."""
-    loc = _place(target, flag)
+    _directory(loc, flag)
     if part_files(loc):
         parent = loc.parent
         if parent.path != loc.path and (_is_sweep(parent) or _is_run(parent)):

@@ -279,7 +279,7 @@ def check_problems_memory(cfg: ExperimentConfig, problems: ProblemSet, eval_cfg:
 
 
 def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path,
-                          eval_cfg: EvalConfig, out_dir: str | Path, *, device=None,
+                          eval_cfg: EvalConfig, out_dir: storage.Location, *, device=None,
                           run_id: str | None = None) -> tuple[int, int, object]:
     """Score a problem file on one checkpoint into `out_dir`; returns (problems, correct, problem
     part), (0, 0, None) when this file was already scored on this model there.
@@ -289,8 +289,7 @@ def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path
     path = resolve_checkpoint(checkpoint_path)
     problems = read_problem_file(problems_path, read_checkpoint_config(path))
     model_id = read_json(path / META_FILE).get("model_id")
-    earlier = (read_problems(out_dir) if storage.is_dir(storage.resolve(out_dir) / PROBLEMS_DIR)
-               else None)
+    earlier = read_problems(out_dir) if storage.is_dir(out_dir / PROBLEMS_DIR) else None
     if earlier is not None and len(earlier):
         other = sorted(set(earlier["problems"]) - {problems.label})
         if other:

@@ -43,6 +43,7 @@ from abacus_ray.evaluation.work import (
     work_units,
 )
 from abacus_ray.model.checkpoint import Checkpoint, load_checkpoint
+from abacus_ray.storage import Location
 from abacus_ray.tasks.evalsets import eval_problems
 from abacus_ray.tasks.tokenizer import get_tokenizer
 
@@ -135,7 +136,7 @@ def default_device() -> torch.device:
 
 
 def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], eval_cfg: EvalConfig,
-             out_dir: str | Path, *, device: str | torch.device | None = None,
+             out_dir: Path | Location, *, device: str | torch.device | None = None,
              samples: bool = False, progress: bool = True, run_id: str | None = None,
              trial_id: str | None = None, flush_every_s: float = 10.0,
              flush_every_cells: int = 200, stream: TextIO | None = None) -> EvalReport:

@@ -89,7 +89,7 @@ def checkpoint_name(step: int) -> str:
 
 def _place(path: str | Path | Location) -> Location:
     """Any checkpoint argument (a path, a URI, a `Location`) as a storage `Location`."""
-    return storage.resolve(path)
+    return path if isinstance(path, Location) else storage.resolve(path)
 
 
 def _returned(loc: Location) -> Path | Location:
@@ -155,7 +155,7 @@ def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: Exp
             with open(tmp / name, "wb") as fh:
                 torch.save(obj, fh)
 
-    storage.write_dir(directory, {CONFIG_FILE: json.dumps(cfg.to_dict(), indent=2, sort_keys=True),
+    storage.write_dir(_place(directory), {CONFIG_FILE: json.dumps(cfg.to_dict(), indent=2, sort_keys=True),
                                   META_FILE: json.dumps(meta, indent=2, sort_keys=True)},
                       fill=write, last=META_FILE)
     return model_id
@@ -164,7 +164,7 @@ def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: Exp
 def prune_checkpoints(root: str | Path, keep: int) -> None:
     """Delete all but the newest `keep` numbered checkpoints under `root`."""
     for old in list_checkpoints(root)[:-keep] if keep > 0 else []:
-        storage.delete(old, quiet=True)
+        storage.delete(_place(old), quiet=True)
 
 
 def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
@@ -175,7 +175,8 @@ def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
     path = Path(path)
     if not path.is_file():
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
-    storage.check_regular_file(path)  # no larger than the memory it would be read into
+    # no larger than the memory it would be read into
+    storage.check_regular_file(storage.on_disk(path))
     try:
         with warnings.catch_warnings():
             # e.g. "Detected pickle protocol 3": the refusal below says more
@@ -215,10 +216,11 @@ def _what_it_is(path: Path, e: Exception) -> str:
 
 
 def read_json(path: Path | Location) -> dict:
-    if not storage.is_file(path):
+    loc = path if isinstance(path, Location) else storage.on_disk(path)
+    if not storage.is_file(loc):
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
     try:
-        data = json.loads(storage.read_text(path))
+        data = json.loads(storage.read_text(loc))
     # RecursionError: '[[[[...' nested past the stack
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ValueError(f"{path}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
@@ -330,7 +332,8 @@ def fetch(path: str | Path | Location) -> Path:
     key = hashlib.sha256(f"{path.uri}|{meta.get('model_id')}".encode()).hexdigest()[:24]
     target = Path(tempfile.gettempdir()) / CACHE_DIR / f"{path.name}-{key}"
     if not (target / META_FILE).is_file():  # a copy made before (by any process) is reused
-        storage.write_dir(target, fill=lambda tmp: storage.download(path, tmp), replace=False)
+        storage.write_dir(storage.on_disk(target), fill=lambda tmp: storage.download(path, tmp),
+                          replace=False)
     return target
 
 

@@ -74,7 +74,7 @@ def read_arch(directory: Path) -> dict:
                                  f"the {CONFIG_FILE} file")
     try:
         # a regular file, bounded before it is read
-        arch = json.loads(storage.read_text(path, MAX_CONFIG_BYTES))
+        arch = json.loads(storage.read_text(storage.on_disk(path), MAX_CONFIG_BYTES))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ValueError(f"{path}: not valid JSON ({_first(e)})") from None
     if not isinstance(arch, dict):
@@ -92,7 +92,7 @@ def _open_weights(path: Path):
                    + [p.name for p in path.parent.glob("*.bin")])
         hint = f"; {pickled[0]} is not read (a pickle: only safetensors are)" if pickled else ""
         raise storage.not_a_file(path, f"missing{hint}", f"the {WEIGHTS_FILE} file")
-    size = storage.check_regular_file(path, MAX_WEIGHTS_BYTES)
+    size = storage.check_regular_file(storage.on_disk(path), MAX_WEIGHTS_BYTES)
     if 2 * size > storage.memory_limit():  # read into memory, then copied into the model
         raise ValueError(f"{path}: {size:,} bytes of weights need about {2 * size:,} bytes of "
                          f"memory to import (read, then the model), more than this machine has "

@@ -17,11 +17,14 @@ message, `sweep.json` or results column can carry them; a pickled `S3FileSystem`
 its workers) holds the endpoint but no key: every process reads the credentials from its own
 environment.
 
-The API, all taking a `Location` or anything `resolve` accepts:
+A path or URI is resolved once, where it enters (the command line); everything below takes the
+`Location` (or a `Path` where only this machine's disk is meant):
 
     loc = resolve("s3://bkt/runs?endpoint_override=127.0.0.1:8333&scheme=http")
     located(fs, path) -> Location              # a file system + path another library handed over (Ray)
-    probe(uri, "--storage") -> Location        # small write/list/delete; one-line StorageError
+    on_disk(path) -> Location                  # a Path this process holds (a temporary directory)
+    probe(uri, "--storage") -> Location        # resolve + check_location: one-line StorageError
+    check_location(loc, "--out")               # small write/list/delete of a resolved place
     local_path(uri, "--problems", "a problem file") -> Path   # this machine's files only, else refused
     not_a_file(path, "missing", "a problem file")           # the error for a missing file (or a directory)
     loc / "fig10_k" / "sweep.json"             # join (also loc.join(*parts)); str(loc) is the URI
@@ -74,15 +77,18 @@ from abacus_ray.storage.location import (
     is_uri,
     local_path,
     located,
+    on_disk,
     resolve,
     safe_uri,
 )
-from abacus_ray.storage.probe import check_local_dir, probe
+from abacus_ray.storage.probe import check_local_dir, check_location, probe
 
 __all__ = [
-    "MAX_TEXT_BYTES", "Location", "StorageError", "check_local_dir", "check_parquet_file", "check_regular_file",
+    "MAX_TEXT_BYTES", "Location", "StorageError", "check_local_dir", "check_location",
+    "check_parquet_file", "check_regular_file",
     "memory_limit", "naming_full_disk", "copy_file", "create_dir", "delete", "download", "driver_dir", "exists",
-    "file_info", "find", "glob", "is_dir", "is_file", "is_uri", "listdir", "local_path", "located", "not_a_file",
+    "file_info", "find", "glob", "is_dir", "is_file", "is_uri", "listdir", "local_path", "located",
+    "not_a_file", "on_disk",
     "open_parquet", "probe", "read_bytes", "read_parquet", "read_parquet_schema", "read_text", "resolve",
     "safe_uri", "upload", "write_bytes", "write_dir", "write_files", "write_parquet", "write_text",
 ]

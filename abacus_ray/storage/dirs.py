@@ -46,7 +46,7 @@ from abacus_ray.storage.files import (
     remove_empty,
     write_bytes,
 )
-from abacus_ray.storage.location import Location, resolve
+from abacus_ray.storage.location import Location
 
 MANIFEST = ".abacus-ray-dir.json"  # an object-store directory's point of publication (see above)
 WRITING, COMPLETE = "writing", "complete"
@@ -55,27 +55,25 @@ MAX_MANIFEST_BYTES = 16 << 20
 CHUNK = 8 << 20
 
 
-def write_files(directory, files: Mapping[str, bytes | str]) -> Location:
+def write_files(loc: Location, files: Mapping[str, bytes | str]) -> Location:
     """Several files of one directory (e.g. a site's pages), each written whole and atomically, in
     order (not the directory as a whole: a reader may see some pages new and others old)."""
-    loc = resolve(directory)
     for name, data in files.items():
         write_bytes(loc / name, data.encode() if isinstance(data, str) else data)
     return loc
 
 
-def write_dir(target, files: Mapping[str, bytes | str] | None = None, *,
+def write_dir(loc: Location, files: Mapping[str, bytes | str] | None = None, *,
               fill: Callable[[Path], None] | None = None, replace: bool = True,
               last: str | None = None) -> Location:
     """Write a whole directory: `files` (name -> content) and whatever `fill(tmp)` writes into a
-    fresh local directory, which then takes `target`'s place (how, on each backend: the module
+    fresh local directory, which then takes `loc`'s place (how, on each backend: the module
     docstring).
 
-    `replace=False`: a finished directory already at `target` (another process's identical copy
+    `replace=False`: a finished directory already at `loc` (another process's identical copy
     that got there first) is kept and this one dropped, on both backends. `last`: a top-level file
     written after all the others (on an object store, after the manifest), for its waiters.
     """
-    loc = resolve(target)
     if not loc.local:
         if not replace and _finished(loc):
             return loc
@@ -107,12 +105,10 @@ def write_dir(target, files: Mapping[str, bytes | str] | None = None, *,
     return loc
 
 
-def upload(local_dir: str | Path, target, *, last: str | None = None) -> Location:
-    """Copy a local directory's files to `target` (a directory there). With `last` (a checkpoint's
+def upload(local_dir: Path, loc: Location, *, last: str | None = None) -> Location:
+    """Copy a local directory's files to `loc` (a directory there). With `last` (a checkpoint's
     meta.json) the copy is a whole directory as `write_dir` writes one (replacing what is there);
     without, a plain recursive copy, each file whole."""
-    loc = resolve(target)
-    local_dir = Path(local_dir)
     if last is None or not (local_dir / last).is_file():
         pafs.copy_files(str(local_dir), loc.path, source_filesystem=pafs.LocalFileSystem(),
                         destination_filesystem=loc.fs)
@@ -131,12 +127,10 @@ def upload(local_dir: str | Path, target, *, last: str | None = None) -> Locatio
     return loc
 
 
-def download(target, local_dir: str | Path) -> Path:
-    """Copy a directory of `target`'s file system into `local_dir` (created). A directory with a
-    manifest (object store): exactly the files it lists, each checked; `FileNotFoundError` if it is
-    being written, was interrupted, or kept changing while it was read."""
-    loc = resolve(target)
-    local_dir = Path(local_dir)
+def download(loc: Location, local_dir: Path) -> Path:
+    """Copy the directory `loc` into `local_dir` (created). A directory with a manifest (object
+    store): exactly the files it lists, each checked; `FileNotFoundError` if it is being written,
+    was interrupted, or kept changing while it was read."""
     os.makedirs(local_dir, exist_ok=True)
     manifest = None if loc.local else _manifest(loc)
     if manifest is None:
@@ -292,14 +286,13 @@ def _fsync_files(root: Path) -> None:
             os.fsync(fh.fileno())
 
 
-def create_dir(target, fill: Callable[[Path], None], flag: str = "") -> Location:
+def create_dir(loc: Location, fill: Callable[[Path], None], flag: str = "") -> Location:
     """Create a directory that does not exist yet (or is empty), whole: `fill(tmp)` writes it
     beside its place, which it then takes by one rename. Another process that created it meanwhile
     wins: this one fails with a `FileExistsError` naming it (`flag` first) and leaves nothing, as
-    does any failure (a full disk names `target`); parent directories made for it are removed
+    does any failure (a full disk names `loc`); parent directories made for it are removed
     again. On an object store (no rename) a prefix that holds anything is refused, then the
     directory is uploaded."""
-    loc = resolve(target)
     pre = f"{flag}: " if flag else ""
     if not loc.local:
         if listdir(loc):
@@ -307,7 +300,7 @@ def create_dir(target, fill: Callable[[Path], None], flag: str = "") -> Location
         with tempfile.TemporaryDirectory(prefix="abacus-ray-dir-") as tmp:
             with naming_full_disk(loc.uri):
                 fill(Path(tmp))
-            upload(tmp, loc)
+            upload(Path(tmp), loc)
         return loc
     path = Path(loc.path)
     made = missing_dirs(path.parent)

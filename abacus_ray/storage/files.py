@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from abacus_ray.storage.location import Location, StorageError, is_uri, resolve
+from abacus_ray.storage.location import Location, StorageError
 
 MAX_TEXT_BYTES = 16 << 20  # a JSON file of run data (config.json, meta.json, sweep.json): KB, at most MB
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no space, over quota, over the size limit
@@ -38,61 +38,59 @@ def file_info(loc: Location) -> pafs.FileInfo:
     return loc.fs.get_file_info(loc.path)
 
 
-def exists(target) -> bool:
-    loc = resolve(target)
+def exists(loc: Location) -> bool:
     return file_info(loc).type != pafs.FileType.NotFound
 
 
-def is_file(target) -> bool:
-    return file_info(resolve(target)).type == pafs.FileType.File
+def is_file(loc: Location) -> bool:
+    return file_info(loc).type == pafs.FileType.File
 
 
-def is_dir(target) -> bool:
+def is_dir(loc: Location) -> bool:
     """A directory (on an object store: a prefix holding at least one object, or a bucket)."""
-    loc = resolve(target)
     return file_info(loc).type == pafs.FileType.Directory
 
 
-def listdir(target) -> list[Location]:
+def listdir(loc: Location) -> list[Location]:
     """The direct children of a directory, sorted by name (empty if it does not exist)."""
-    loc = resolve(target)
     infos = loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=False, allow_not_found=True))
     return sorted((loc.join(posixpath.basename(i.path)) for i in infos), key=lambda c: c.path)
 
 
-def glob(target, pattern: str) -> list[Location]:
-    """Entries directly in a directory whose name matches `pattern`, sorted (one listing: one LIST on a
-    store). Directories that match are listed too, so that a reader can name them instead of missing them."""
-    loc = resolve(target)
+def glob(loc: Location, pattern: str) -> list[Location]:
+    """Entries directly in a directory whose name matches `pattern`, sorted (one listing: one LIST
+    on a store). Directories that match are listed too, so that a reader can name them instead of
+    missing them."""
     infos = loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=False, allow_not_found=True))
     names = sorted(posixpath.basename(i.path) for i in infos)
     return [loc.join(n) for n in names if fnmatch.fnmatchcase(n, pattern)]
 
 
-def find(target, name: str) -> list[Location]:
+def find(loc: Location, name: str) -> list[Location]:
     """Every file called `name` anywhere below a directory, sorted (one recursive listing)."""
-    loc = resolve(target)
     infos = loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True, allow_not_found=True))
     root = loc.path.rstrip("/") + "/"
     rel = sorted(i.path[len(root):] for i in infos
-                 if i.type == pafs.FileType.File and posixpath.basename(i.path) == name and i.path.startswith(root))
+                 if i.type == pafs.FileType.File and posixpath.basename(i.path) == name
+                 and i.path.startswith(root))
     return [loc.join(r) for r in rel]
 
 
-def not_a_file(target: str | Path | Location, missing: str, what: str) -> OSError:
-    """The error for a file that is not where it should be: `TARGET: missing` (e.g. "no such problem file"),
-    or, for a directory or another kind of file in its place (a FIFO, a device), what it is instead of
-    `what` (e.g. "a problem file")."""
-    if is_uri(target) or isinstance(target, Location):
-        directory = is_dir(target)
+def not_a_file(place: Path | Location, missing: str, what: str) -> OSError:
+    """The error for a file that is not where it should be: `PLACE: missing` (e.g. "no such problem
+    file"), or, for a directory or another kind of file in its place (a FIFO, a device), what it is
+    instead of `what` (e.g. "a problem file"). `place` is a `Path` for a file on this machine only
+    (named as the user wrote it)."""
+    if isinstance(place, Location):
+        directory = is_dir(place)
     else:
-        directory = Path(target).is_dir()
-        kind = _special_kind(str(target))
+        directory = place.is_dir()
+        kind = _special_kind(str(place))
         if kind is not None and not directory:
-            return OSError(f"{target}: {kind}, not {what} (only regular files are read)")
+            return OSError(f"{place}: {kind}, not {what} (only regular files are read)")
     if directory:
-        return IsADirectoryError(f"{target}: is a directory, not {what}")
-    return FileNotFoundError(f"{target}: {missing}")
+        return IsADirectoryError(f"{place}: is a directory, not {what}")
+    return FileNotFoundError(f"{place}: {missing}")
 
 
 def _special_kind(path: str) -> str | None:
@@ -121,10 +119,10 @@ def _check_mode(loc: Location, mode: int) -> None:
         raise StorageError(f"{loc.uri}: {what}, not a regular file; only regular files are read as data")
 
 
-def check_regular_file(target, limit: int | None = None) -> int:
-    """The size of `target` if it is a regular file (a link to one is followed) of at most `limit` bytes
-    (None: `memory_limit()`), checked before it is opened; else one `StorageError` line naming it."""
-    loc = resolve(target)
+def check_regular_file(loc: Location, limit: int | None = None) -> int:
+    """The size of `loc` if it is a regular file (a link to one is followed) of at most `limit`
+    bytes (None: `memory_limit()`), checked before it is opened; else one `StorageError` line
+    naming it."""
     if loc.local:
         try:
             st = os.stat(loc.path)
@@ -144,10 +142,10 @@ def check_regular_file(target, limit: int | None = None) -> int:
     return size
 
 
-def read_bytes(target, limit: int | None = None) -> bytes:
-    """A whole regular file of at most `limit` bytes (None: `memory_limit()`); a local file is opened
-    without blocking and checked on its open descriptor, so a FIFO put in its place is never waited on."""
-    loc = resolve(target)
+def read_bytes(loc: Location, limit: int | None = None) -> bytes:
+    """A whole regular file of at most `limit` bytes (None: `memory_limit()`); a local file is
+    opened without blocking and checked on its open descriptor, so a FIFO put in its place is never
+    waited on."""
     bound = memory_limit() if limit is None else limit
     if loc.local:
         try:
@@ -172,13 +170,13 @@ def read_bytes(target, limit: int | None = None) -> bytes:
     return data
 
 
-def read_text(target, limit: int = MAX_TEXT_BYTES) -> str:
+def read_text(loc: Location, limit: int = MAX_TEXT_BYTES) -> str:
     """A whole text file (run data keeps JSON this way), at most `limit` bytes."""
-    return read_bytes(target, limit).decode()
+    return read_bytes(loc, limit).decode()
 
 
 @contextlib.contextmanager
-def naming_full_disk(path: str | Path):
+def naming_full_disk(path: str | Path):  # a local path, or an object store's URI (only named)
     """A write that finds the disk full (no space, over quota, over the file size limit) fails with
     an OSError naming `path`, the place the caller was asked to write (the kernel's names none)."""
     try:
@@ -206,10 +204,9 @@ def _tmp_sibling(path: str) -> str:
     return posixpath.join(posixpath.dirname(path), f".tmp-{uuid.uuid4().hex[:12]}-{posixpath.basename(path)}")
 
 
-def write_bytes(target, data: bytes) -> Location:
-    """Write a whole file atomically: on a local disk a temporary sibling, fsync, rename; on an object
-    store one PUT (visible whole or not at all)."""
-    loc = resolve(target)
+def write_bytes(loc: Location, data: bytes) -> Location:
+    """Write a whole file atomically: on a local disk a temporary sibling, fsync, rename; on an
+    object store one PUT (visible whole or not at all)."""
     if loc.local:
         made = missing_dirs(posixpath.dirname(loc.path))
         tmp = _tmp_sibling(loc.path)
@@ -232,14 +229,13 @@ def write_bytes(target, data: bytes) -> Location:
     return loc
 
 
-def write_text(target, text: str) -> Location:
-    return write_bytes(target, text.encode())
+def write_text(loc: Location, text: str) -> Location:
+    return write_bytes(loc, text.encode())
 
 
-def delete(target, *, quiet: bool = False) -> None:
-    """Remove a file or a whole directory; nothing if it is not there. `quiet`: a failure to remove is
-    ignored too (scratch space that the temp dir's own cleanup will reach)."""
-    loc = resolve(target)
+def delete(loc: Location, *, quiet: bool = False) -> None:
+    """Remove a file or a whole directory; nothing if it is not there. `quiet`: a failure to remove
+    is ignored too (scratch space that the temp dir's own cleanup will reach)."""
     try:
         kind = file_info(loc).type
         if kind == pafs.FileType.Directory:
@@ -251,15 +247,14 @@ def delete(target, *, quiet: bool = False) -> None:
             raise
 
 
-def copy_file(source: str | Path, target) -> Location:
+def copy_file(source: Location, target: Location) -> Location:
     """One file copied whole and atomically (`write_bytes`), e.g. a page's script into a site."""
     return write_bytes(target, read_bytes(source))
 
 
-def check_parquet_file(target) -> int:
+def check_parquet_file(loc: Location) -> int:
     """`check_regular_file`, and on a local disk the Parquet magic number at both ends (two 4-byte
     reads), so that a sparse multi-GB file under a part's name is refused before it is read."""
-    loc = resolve(target)
     size = check_regular_file(loc)
     if loc.local:
         with open(loc.path, "rb") as fh:
@@ -267,20 +262,18 @@ def check_parquet_file(target) -> int:
             fh.seek(max(size - 4, 0))
             tail = fh.read(4)
         if size < 12 or head != b"PAR1" or tail != b"PAR1":
-            raise StorageError(f"{loc.uri}: not a Parquet file ({size:,} bytes without its PAR1 magic number at "
-                               "both ends); not read")
+            raise StorageError(f"{loc.uri}: not a Parquet file ({size:,} bytes without its PAR1 "
+                               "magic number at both ends); not read")
     return size
 
 
-def read_parquet_schema(target) -> pa.Schema:
-    loc = resolve(target)
+def read_parquet_schema(loc: Location) -> pa.Schema:
     check_parquet_file(loc)
     return pq.read_schema(loc.path, filesystem=loc.fs)
 
 
-def read_parquet(target, columns=None) -> pa.Table:
+def read_parquet(loc: Location, columns=None) -> pa.Table:
     """One Parquet file (a regular file that fits in memory), or every part of a directory of them."""
-    loc = resolve(target)
     if file_info(loc).type == pafs.FileType.Directory:
         for part in loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True)):
             if part.type != pafs.FileType.Directory and not posixpath.basename(part.path).startswith((".", "_")):
@@ -290,17 +283,17 @@ def read_parquet(target, columns=None) -> pa.Table:
     return pq.read_table(loc.path, columns=columns, filesystem=loc.fs)
 
 
-def open_parquet(target) -> pq.ParquetFile:
-    """One Parquet file read whole (one GET on an object store), its schema and columns then read from
-    memory: a reader can check the schema before choosing the columns without a second request."""
-    loc = resolve(target)
+def open_parquet(loc: Location) -> pq.ParquetFile:
+    """One Parquet file read whole (one GET on an object store), its schema and columns then read
+    from memory: a reader can check the schema before choosing the columns without a second
+    request."""
     if loc.local:
         check_parquet_file(loc)
     return pq.ParquetFile(pa.BufferReader(read_bytes(loc)))
 
 
-def write_parquet(target, table: pa.Table) -> Location:
+def write_parquet(loc: Location, table: pa.Table) -> Location:
     """One Parquet file, atomically (`write_bytes`): serialised in memory, then one write."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    return write_bytes(target, sink.getvalue().to_pybytes())
+    return write_bytes(loc, sink.getvalue().to_pybytes())

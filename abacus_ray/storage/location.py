@@ -183,12 +183,13 @@ def _param(uri: str, key: str) -> str:
     return repr(key) if named else "without a name (a bare value, not echoed)"
 
 
-def resolve(target: str | Path | Location, *, flag: str = "", timeout: float = REQUEST_TIMEOUT_S,
+def resolve(given: str | Path, *, flag: str = "", timeout: float = REQUEST_TIMEOUT_S,
             retries: int = RETRIES) -> Location:
-    """Parse a path or URI into a `Location` (no network access yet); `flag` prefixes error messages."""
-    if isinstance(target, Location):
-        return target
-    text = str(target)
+    """Parse a path or URI as a user gave it into a `Location` (no network access yet); `flag`
+    prefixes error messages. Done once, where the argument enters: a `Location` is refused."""
+    if isinstance(given, Location):
+        raise TypeError(f"{given.uri}: already a Location; pass it on instead of resolving again")
+    text = str(given)
     pre = f"{flag}: " if flag else ""
     if not is_uri(text):
         path = os.path.abspath(os.path.expanduser(text)) if text else ""
@@ -224,6 +225,16 @@ def resolve(target: str | Path | Location, *, flag: str = "", timeout: float = R
     return Location(fs, bucket_path, uri)
 
 
+def on_disk(path: Path) -> Location:
+    """A path on this machine's disk (made absolute) as a `Location`, for code that holds a `Path`
+    (a temporary directory, a file it wrote) and calls a function taking a `Location`. A URI is
+    refused: it is parsed once, by `resolve`, where it enters."""
+    if is_uri(path):
+        raise TypeError(f"{safe_uri(str(path))}: a URI, not a path on this disk; resolve it once")
+    path = os.path.abspath(path)
+    return Location(pafs.LocalFileSystem(), path, path)
+
+
 def located(fs: pafs.FileSystem, path: str) -> Location:
     """A path in a file system another library handed over (Ray's `Result.filesystem` and `.path`) as a
     `Location`; its URI, for messages, is the path under the file system's scheme (no endpoint)."""
@@ -250,13 +261,14 @@ def driver_dir(loc: Location, name: str) -> Path:
     return home / f"{loc.uri.split('://', 1)[0]}-{slug}-{digest}" / name
 
 
-def local_path(target: str | Path, flag: str, what: str) -> Path:
-    """`target` (a path or a file:// URI) as a local path, for an input read on this machine only (a sweep
-    file, a problem file, an official checkpoint); any other URI is refused in one line naming `flag`."""
-    if not is_uri(target):
-        return Path(target)
-    loc = resolve(target, flag=flag)
+def local_path(given: str | Path, flag: str, what: str) -> Path:
+    """`given` (a path or a file:// URI) as a local path, for an input read on this machine only (a
+    sweep file, a problem file, an official checkpoint); any other URI is refused in one line
+    naming `flag`."""
+    if not is_uri(given):
+        return Path(given)
+    loc = resolve(given, flag=flag)
     if not loc.local:
-        raise StorageError(f"{flag}: {safe_uri(str(target))}: {what} is read from this machine's disk; copy it here "
-                           "first (aws s3 cp, gcloud storage cp)")
+        raise StorageError(f"{flag}: {safe_uri(str(given))}: {what} is read from this machine's "
+                           "disk; copy it here first (aws s3 cp, gcloud storage cp)")
     return Path(loc.path)

@@ -16,15 +16,20 @@ from abacus_ray.storage.files import file_info, listdir, write_bytes
 from abacus_ray.storage.location import PROBE_TIMEOUT_S, Location, StorageError, first_line, resolve
 
 
-def probe(target: str | Path, flag: str, *, write: bool = True) -> Location:
-    """Check, before any work starts, that `target` can be written, listed and deleted (in seconds); with
-    `write=False` (a reader: summary, dashboard) only that it can be listed.
+def probe(given: str, flag: str, *, write: bool = True) -> Location:
+    """Resolve `given` (a path or URI from the command line) and `check_location` it: the one call
+    that turns a place argument into a `Location`, refused in one line before any work starts."""
+    return check_location(resolve(given, flag=flag), flag, write=write)
 
-    Every failure is one `StorageError` line naming `flag` and the URI: an unknown scheme, refused or
-    missing credentials, an unreachable endpoint, a missing bucket, a read-only prefix. Nothing is left
-    behind. Returns the location (with the normal, longer timeouts) for the real work.
+
+def check_location(loc: Location, flag: str, *, write: bool = True) -> Location:
+    """Check, before any work starts, that `loc` can be written, listed and deleted (in seconds);
+    with `write=False` (a reader: summary, dashboard) only that it can be listed.
+
+    Every failure is one `StorageError` line naming `flag` and the URI: an unknown scheme, refused
+    or missing credentials, an unreachable endpoint, a missing bucket, a read-only prefix. Nothing
+    is left behind. Returns `loc` (with the normal, longer timeouts) for the real work.
     """
-    loc = resolve(target, flag=flag)
     if loc.local:
         if write:
             check_local_dir(Path(loc.path), flag)
