@@ -27,7 +27,7 @@ COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 
 def load_timeline(cells: pd.DataFrame) -> pd.DataFrame | None:
-    """The trial placements of the sweep whose cells these are, or None when none were recorded
+    """The trial timeline of the sweep whose cells these are, or None when none were recorded
     (read under the timeline's older name too)."""
     return sweep_table(cells, SweepDir.timeline_to_read)
 
@@ -100,7 +100,7 @@ def node_table(rows: pd.DataFrame) -> Raw:
 
 
 def timeline_section(rows: pd.DataFrame | None) -> list[Any]:
-    """The page section (empty when the sweep recorded no placements)."""
+    """The page section (empty when the sweep recorded no timeline)."""
     if rows is None or rows.empty:
         return []
     span = rows["end_s"].max() - rows["start_s"].min()

@@ -1,5 +1,5 @@
 """The dashboard's "Timeline" view: a sweep's timeline.parquet as a Gantt chart of trials per node, and a
-table of each node's use (dashboards/timeline.py). Hand-made placements, no Ray."""
+table of each node's use (dashboards/timeline.py). A hand-made timeline, no Ray."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from dashboards.timeline import gantt, lanes, main
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-def placements() -> pd.DataFrame:
+def timeline_rows() -> pd.DataFrame:
     """Node A runs two trials at once then one more; node B one CPU trial (one name hostile)."""
     rows = [("s/a0", "A" * 16, '{"CPU": 1.0, "h100": 1.0}', 100.0, 130.0),
             ("s/a1", "A" * 16, '{"CPU": 1.0, "h100": 1.0}', 101.0, 128.0),
@@ -31,10 +31,10 @@ def placements() -> pd.DataFrame:
 
 
 def test_trials_get_the_first_free_lane_of_their_node():
-    df = lanes(placements()).set_index("run")
+    df = lanes(timeline_rows()).set_index("run")
     assert df.loc["s/a0", "lane"] == 0 and df.loc["s/a1", "lane"] == 1
     assert df.loc["s/a2", "lane"] == 1  # a1 ended at 128, before a2 started at 129; a0 still runs
-    fig = gantt(placements())
+    fig = gantt(timeline_rows())
     assert sorted(t["name"] for t in fig["traces"]) == ["cpu_pool", "h100"]
     h100 = next(t for t in fig["traces"] if t["name"] == "h100")
     assert h100["base"] == [0.0, 1.0, 29.0] and h100["x"] == [30.0, 27.0, 31.0]
@@ -42,11 +42,11 @@ def test_trials_get_the_first_free_lane_of_their_node():
     assert HOSTILE not in json.dumps(fig)  # run names are escaped before they reach Plotly
 
 
-def test_sweep_page_has_the_timeline_view_when_the_sweep_recorded_placements(tmp_path):
+def test_sweep_page_has_the_timeline_view_when_the_sweep_recorded_a_timeline(tmp_path):
     results = synthetic_results(tmp_path / "s" / "results", [("s/a0", ["seed=0"])], [(1, 1), (2, 2)], per_cell=5)
     index = build_site(tmp_path / "s", tmp_path / "site")
     assert 'id="timeline-section"' not in (index.parent / "sweep-s.html").read_text()  # nothing recorded: no view
-    pq.write_table(pa.Table.from_pandas(placements(), preserve_index=False), Path(results).parent / "timeline.parquet")
+    pq.write_table(pa.Table.from_pandas(timeline_rows(), preserve_index=False), Path(results).parent / "timeline.parquet")
     index = build_site(tmp_path / "s", tmp_path / "site")
     page = (index.parent / "sweep-s.html").read_text()
     assert 'id="timeline-section"' in page and HOSTILE not in page

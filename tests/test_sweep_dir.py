@@ -48,7 +48,7 @@ def test_a_sweep_root_is_recognised_from_itself_and_its_results(tmp_path):
     assert (Path(place.models), Path(place.results)) == (Path(loc.parent), Path(loc))
 
 
-def _placements() -> pa.Table:
+def _timeline_table() -> pa.Table:
     return pa.Table.from_pylist([{
         "run": "s/a", "trial_id": "0", "node_id": "A" * 16, "pid": 1, "workers": 1,
         "resources": '{"CPU": 1.0}', "trainer": "function", "start_s": 10.0, "end_s": 40.0,
@@ -68,11 +68,11 @@ def test_an_older_sweeps_timeline_is_still_read(tmp_path):
                                 per_cell=2)
     dirs = SweepDir.of(storage.resolve(Path(results).parent))
     assert Path(dirs.timeline_to_read()) == tmp_path / "s" / "timeline.parquet"  # neither there
-    pq.write_table(_placements(), tmp_path / "s" / "cluster.parquet")  # what older sweeps wrote
+    pq.write_table(_timeline_table(), tmp_path / "s" / "cluster.parquet")  # what older sweeps wrote
     assert Path(dirs.timeline_to_read()) == tmp_path / "s" / "cluster.parquet"
     view = _timeline_view(build_site(tmp_path / "s", tmp_path / "site").parent)
     assert view is not None and len(view["traces"]) == 1
-    newer = _placements().set_column(0, "run", pa.array(["s/b"]))
+    newer = _timeline_table().set_column(0, "run", pa.array(["s/b"]))
     pq.write_table(newer, tmp_path / "s" / "timeline.parquet")  # the new name wins over the old
     assert Path(dirs.timeline_to_read()) == tmp_path / "s" / "timeline.parquet"
     view = _timeline_view(build_site(tmp_path / "s", tmp_path / "site").parent)

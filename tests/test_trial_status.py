@@ -62,7 +62,7 @@ def grid(tmp_path):
 def test_every_reader_sees_the_same_status_and_confirm_picks_a_finished_trial(grid):
     from abacus_ray.cluster.driver import _collect, search_line
     from abacus_ray.cluster.search import search_rows
-    from abacus_ray.cluster.timeline import placement_rows
+    from abacus_ray.cluster.timeline import timeline_rows
 
     root, results = grid
     runs = ["s/a", "s/b", "s/c", "s/d"]
@@ -71,7 +71,7 @@ def test_every_reader_sees_the_same_status_and_confirm_picks_a_finished_trial(gr
     rows = search_rows(results, trials, "validation")
     assert {r["run"]: r["status"] for r in rows} == want
     assert best_point(rows) == {"x": "a"}  # --confirm: never the diverged (c) or errored (d) trial
-    timeline = placement_rows(results, {r: preset("tiny") for r in runs})
+    timeline = timeline_rows(results, {r: preset("tiny") for r in runs})
     assert {r["run"]: r["status"] for r in timeline} == want
 
     outcome = _collect(results, storage.resolve(root), {r: preset("tiny") for r in runs})

@@ -3,7 +3,7 @@
 A trial puts its node (Ray's node id, of its rank-0 worker), the wall time it started and the
 time of each report into its reports (`cluster/trial.py`); after Tune finishes, the driver writes
 the last of them with the trial's requested resources as `{sweep}/timeline.parquet`. That is the
-record the dashboard's "Cluster" view draws (trials per node over time) and from which a sweep's use
+record the dashboard's "Timeline" view draws (trials per node over time) and from which a sweep's use
 of its trial slots is read (docs/performance.md, "Many nodes"): on a cluster, where work went is as
 much a result as the accuracy. Rerunning a sweep rewrites the file with the trials' latest runs.
 """
@@ -36,7 +36,7 @@ SCHEMA = pa.schema([
 ])
 
 
-def placement_rows(grid: ResultGrid, configs: Mapping[str, ExperimentConfig]) -> list[dict]:
+def timeline_rows(grid: ResultGrid, configs: Mapping[str, ExperimentConfig]) -> list[dict]:
     """One row per trial that reported at least once, from its last report."""
     rows = []
     for result in grid:
@@ -56,7 +56,7 @@ def placement_rows(grid: ResultGrid, configs: Mapping[str, ExperimentConfig]) ->
 def write_timeline(dirs: SweepDir, grid: ResultGrid, configs: Mapping[str, ExperimentConfig]):
     """Write (replace) the sweep's timeline atomically; returns its location, or None if no trial
     reported."""
-    rows = placement_rows(grid, configs)
+    rows = timeline_rows(grid, configs)
     if not rows:
         return None
     return write_table(dirs.timeline, pa.Table.from_pylist(rows, schema=SCHEMA))

@@ -53,14 +53,14 @@ def run_name(result) -> str:
 def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn) -> None:
     """Resume from `previous` (a Ray checkpoint or None), train, and hand every report to `report_fn`."""
     # Where and since when this trial (its rank 0) runs, in every report: the driver's timeline
-    placed = {"node_id": ray.get_runtime_context().get_node_id(), "started_at": time.time()}  # RAY
+    node = {"node_id": ray.get_runtime_context().get_node_id(), "started_at": time.time()}  # RAY
     scratch = Path(tempfile.mkdtemp(prefix="abacus-trial-"))
     resume = Path(previous.to_directory(str(scratch / "resume"))) if previous is not None else None
 
     def report(metrics: dict[str, Any]) -> None:
         clean = {k: v for k, v in metrics.items()
                  if v is not None and (k in REPORTED_KEYS or k.startswith("validation"))}
-        clean |= placed | {"reported_at": time.time()}
+        clean |= node | {"reported_at": time.time()}
         path = metrics.get("checkpoint")
         checkpoint = Checkpoint.from_directory(path) if path else None
         report_fn(clean, checkpoint=checkpoint, checkpoint_dir_name=Path(path).name if path else None)
