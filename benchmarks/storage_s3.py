@@ -71,7 +71,7 @@ def _run(args: argparse.Namespace, work: Path) -> dict[tuple[str, str], list[flo
         subprocess.run([*CLI, "train", "--preset", "tiny", "--set", "train.max_steps=20", "--out", str(runs / "a")],
                        env=env, cwd=work, check=True, capture_output=True)
         os.environ.update(s3.env())
-        storage.upload(runs, s3.uri("runs"))
+        storage.upload(runs, storage.resolve(s3.uri("runs")))
         places = {"local": (str(runs), str(work / "local")), "s3": (s3.uri("runs"), s3.uri("store"))}
         sweep = ["sweep", "fig10_k", "--preset", "tiny", "--max-trials", "1", "--seeds", "1",
                  "--set", f"train.max_steps={args.steps}", "--set", "eval.per_cell=20", "--grid", "cells:1-10x1-10",

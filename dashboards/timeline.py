@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cdn", action="store_true",
                    help="load Plotly from its CDN when the page opens (a ~10 kB file) instead of inlining it (offline, 4.6 MB)")
     args = p.parse_args(argv)
-    fig = gantt(storage.read_parquet(args.parquet).to_pandas())
+    fig = gantt(storage.read_parquet(storage.resolve(args.parquet)).to_pandas())  # resolved once
     page = go.Figure(data=fig["traces"], layout=fig["layout"]).to_html(
         include_plotlyjs="cdn" if args.cdn else True, full_html=True)
     args.out.write_text(page)  # not run data: a standalone figure for the docs, at a path the user names
