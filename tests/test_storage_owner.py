@@ -142,3 +142,39 @@ def test_several_files_are_written_whole_in_order(tmp_path):
     storage.delete(storage.on_disk(tmp_path / "site"))
     assert not (tmp_path / "site").exists()
     storage.delete(storage.on_disk(tmp_path / "nowhere"))  # nothing to remove: nothing happens
+
+
+def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
+    a = node.args
+    return [*a.posonlyargs, *a.args, *a.kwonlyargs]
+
+
+def test_places_are_resolved_once_and_storage_takes_the_location():
+    """Below the command line a place travels as a `Location`: storage's file and directory
+    functions take one (annotated, never a `str` union to resolve again), and no parameter or
+    import alias is called `storage` beside the module of that name."""
+    loose, shadowing = [], []
+    for path in sorted([*(REPO / "abacus_ray").rglob("*.py"), *(REPO / "dashboards").rglob("*.py")]):
+        name = path.relative_to(REPO).as_posix()
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                shadowing += [f"{name}:{node.lineno}: {node.name}({p.arg})"
+                              for p in _params(node) if p.arg == "storage"]
+                if name in ("abacus_ray/storage/files.py", "abacus_ray/storage/dirs.py") \
+                        and not node.name.startswith("_"):
+                    loose += [f"{name}:{node.lineno}: {node.name}({p.arg})" for p in _params(node)
+                              if p.annotation is None or "Location" in ast.unparse(p.annotation)
+                              and "str" in ast.unparse(p.annotation)]
+            if isinstance(node, ast.alias) and node.asname == "storage_module":
+                shadowing.append(f"{name}: import storage as storage_module")
+    assert loose == [] and shadowing == []
+
+
+def test_a_location_is_not_resolved_again(tmp_path):
+    loc = storage.resolve(tmp_path)
+    with pytest.raises(TypeError, match="already a Location"):
+        storage.resolve(loc)
+    with pytest.raises(TypeError, match="a URI, not a path on this disk"):
+        storage.on_disk("s3://bucket/x")
+    assert storage.on_disk(tmp_path) == loc

@@ -272,7 +272,7 @@ def read_parquet_schema(loc: Location) -> pa.Schema:
     return pq.read_schema(loc.path, filesystem=loc.fs)
 
 
-def read_parquet(loc: Location, columns=None) -> pa.Table:
+def read_parquet(loc: Location, columns: list[str] | None = None) -> pa.Table:
     """One Parquet file (a regular file that fits in memory), or every part of a directory of them."""
     if file_info(loc).type == pafs.FileType.Directory:
         for part in loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True)):
