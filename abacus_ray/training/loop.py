@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.train import resolved_compile
@@ -152,12 +153,12 @@ class _Session:
         self.optimizer = build_optimizer(self.model, self.tc, device)
         self.precision = resolve_precision(self.tc.precision, device)
         self.scaler = self.precision.grad_scaler()
-        # the model that runs forward and backward: the fp32 model itself, or its bf16 working copy
-        self.master = working_model(self.model, self.precision.name)
-        self.compute = self.master.working if self.master is not None else self.model
+        # `model` holds the fp32 parameters the optimiser steps; `working` (bf16-pure only) their
+        # bf16 copy, which runs forward and backward in their place
+        self.working = working_model(self.model, self.precision.name)
         self.budget = Budget.from_config(cfg, self.world)
         self.micro_index, self.tokens_total = self._restore(saved_state)
-        self.net, self.ddp, self.fixed_len = self._wrap()
+        self.forward, self.fixed_len = self._wrap()
         self.stream = TrainStream(cfg.task, cfg.seed)
         self.mbs, self.mbs_eff = self.tc.micro_batch, self.tc.micro_batch * self.world
         self.recurrences = cfg.model.recurrences
@@ -189,19 +190,20 @@ class _Session:
             seed_all(resumed_rank_seed(self.cfg.seed, self.rank, self.budget.step))
         return int(saved_state["micro_index"]), int(saved_state["tokens"])
 
-    def _wrap(self) -> tuple[nn.Module, Any, int | None]:
-        """DDP over several ranks (not for `bf16-pure`, whose fp32 master gradients `step` averages
-        itself); a compiled block on batches of one fixed length (see `compile_block`)."""
-        net: nn.Module = self.compute
-        ddp = None
-        if self.world > 1 and self.master is None:
+    def _wrap(self) -> tuple[nn.Module, int | None]:
+        """The module that runs forward and backward: the fp32 model or its bf16 working copy, in
+        DDP over several ranks (not for `bf16-pure`, whose fp32 gradients `step` averages itself);
+        and the fixed batch length of a compiled block (see `compile_block`), else None."""
+        module = self.working.working if self.working is not None else self.model
+        forward = module
+        if self.world > 1 and self.working is None:
             unused = self.cfg.model.injection == "none" and self.cfg.model.recurrences > 1
-            net = ddp = wrap_ddp(net, self.device, self.process_group, find_unused=unused)
+            forward = wrap_ddp(module, self.device, self.process_group, find_unused=unused)
         fixed_len = None
         if resolved_compile(self.tc.compile, self.device.type):
-            self.compute.compile_block()
+            module.compile_block()
             fixed_len = padded_length(self.cfg.task)
-        return net, ddp, fixed_len
+        return forward, fixed_len
 
     def run_validation(self) -> None:
         """Score validation without touching the training RNG streams or leaving eval mode on."""
@@ -300,7 +302,7 @@ class _Session:
         lr = tc.lr * lr_multiplier(fraction, tc.warmup, tc.cooldown, first_call=self.budget.step == 0)
         set_lr(self.optimizer, lr)
         loss_sum, tokens, positions, seq_sum = self.accumulate(accum)
-        if self.master is not None and self.world > 1:  # bf16-pure: DDP wraps nothing (see `_wrap`)
+        if self.working is not None and self.world > 1:  # bf16-pure: DDP wraps nothing (`_wrap`)
             average_gradients(list(self.model.parameters()), process_group=self.process_group,
                               device=self.device)
         grad_norm = self.unscale_and_clip()
@@ -312,8 +314,8 @@ class _Session:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        if self.master is not None:
-            self.master.publish()
+        if self.working is not None:
+            self.working.publish()
         self.count_step(accum, step_loss, int(tokens_all), positions, seq_sum)
         self.checkpoint_validate_report(step_loss, lr)
         return lr
@@ -339,7 +341,8 @@ class _Session:
             positions += ids.numel()
             seq_sum += ids.shape[1]
             if self.device.type == "cuda":
-                self.compute.validate_inputs = False  # the config guarantees the table; skip the per-call host sync
+                # the config guarantees the table; skip the per-call host sync
+                _unwrapped(self.forward).validate_inputs = False
         return loss_sum, tokens, positions, seq_sum
 
     def micro_batch(self, loss_sum: torch.Tensor, *, last_micro: bool, accum: int) -> tuple[torch.Tensor, int]:
@@ -363,16 +366,18 @@ class _Session:
                                    process_group=self.process_group, device=device)
         for c, call in enumerate(calls):
             last = last_micro and c == len(calls) - 1
-            no_sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
+            ddp = isinstance(self.forward, DistributedDataParallel)
+            no_sync = self.forward.no_sync() if ddp and not last else contextlib.nullcontext()
             extra = {} if call.abacus_offset is None else {"abacus_offset": call.abacus_offset}
             with no_sync:
                 with self.precision.autocast():
-                    logits = self.net(ids, recurrences=call.n + call.k, grad_recurrences=call.k, **extra)
+                    logits = self.forward(ids, recurrences=call.n + call.k,
+                                          grad_recurrences=call.k, **extra)
                 ce = answer_loss(logits, ids, mask, reduction=tc.loss_reduction,
                                  mask_before_equals=tc.mask_before_equals, denominator=denom)
                 self.scaler.scale(ce * (call.weight * self.throttle * self.world / accum)).backward()
-            if self.master is not None:  # every backward's bf16 gradients join the fp32 sums
-                self.master.collect()
+            if self.working is not None:  # every backward's bf16 gradients join the fp32 sums
+                self.working.collect()
             loss_sum += ce.detach() * call.weight
         return ids, int(batch.lengths.sum())
 
@@ -409,6 +414,11 @@ class _Session:
             self.emit(self.window, fraction, lr, final=False, saved=saved)
             self.last_report_s = now
             self.window = Window(start_s=now)
+
+
+def _unwrapped(module: nn.Module) -> nn.Module:
+    """The model inside DDP, or `module` itself."""
+    return module.module if isinstance(module, DistributedDataParallel) else module
 
 
 def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_group: Any = None,
