@@ -90,5 +90,6 @@ def build_site(results: Path | Location, out_dir: Path,
     for old in out.glob("sweep-*.html"):  # sweeps that are gone from the results
         if old.name not in pages:
             storage.delete(site / old.name)
-    storage.write_files(site, {STAMP: json.dumps({"stamp": stamp, "parts": len(sig)})})  # last: a served page polls it
+    # last: a served page polls it
+    storage.write_files(site, {STAMP: json.dumps({"stamp": stamp, "parts": len(sig)})})
     return (out / INDEX).resolve()

@@ -286,7 +286,8 @@ def _get(url: str) -> bytes:
 
 def test_server_binds_loopback_and_rebuilds_when_parts_arrive(tmp_path):
     write_two_seeds(tmp_path, "live")
-    server, site = make_server(storage.resolve(tmp_path / "live" / "results"), tmp_path / "site", port=0)
+    results = storage.resolve(tmp_path / "live" / "results")
+    server, site = make_server(results, tmp_path / "site", port=0)
     host, port = server.server_address[:2]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -137,7 +137,8 @@ def test_a_directory_write_that_must_not_replace_keeps_the_copy_already_there(tm
 
 
 def test_several_files_are_written_whole_in_order(tmp_path):
-    storage.write_files(storage.on_disk(tmp_path / "site"), {"index.html": "<p>", "stamp.json": b"{}"})
+    site = storage.on_disk(tmp_path / "site")
+    storage.write_files(site, {"index.html": "<p>", "stamp.json": b"{}"})
     assert {p.name: p.read_bytes() for p in (tmp_path / "site").iterdir()} == {"index.html": b"<p>", "stamp.json": b"{}"}
     storage.delete(storage.on_disk(tmp_path / "site"))
     assert not (tmp_path / "site").exists()

@@ -88,7 +88,8 @@ class Mirror:
 
         target = self.loc / Path(path).name
         if not storage.exists(target / "meta.json"):
-            storage.upload(Path(path), target, last="meta.json")  # a reader lists only checkpoints with meta.json
+            # a reader lists only checkpoints with meta.json
+            storage.upload(Path(path), target, last="meta.json")
         for old in list_checkpoints(self.loc)[: -self.KEEP]:
             storage.delete(old)
 

@@ -65,7 +65,8 @@ def _check_same_sweep(dirs: SweepDir, spec: dict[str, Any]) -> None:
             raise ValueError(f"--storage: {dirs.root} holds a different sweep: {change}; to start "
                              "this one, give another --storage (or delete that directory)")
     else:
-        storage.write_text(path, json.dumps(spec, indent=2, sort_keys=True))  # atomic: rename or one PUT
+        # atomic: rename or one PUT
+        storage.write_text(path, json.dumps(spec, indent=2, sort_keys=True))
 
 
 def failure_reason(error: BaseException) -> str:
@@ -305,9 +306,9 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
               price: Price | None = None) -> SweepRun:
     """Train and evaluate one figure's sweep under `storage_root` (the probed `--storage`); returns
     what it found (`SweepRun`: its directory, a local path or an object-store URI, every trial's
-    status, the failures). Each finished trial is scored on its own config's `eval` settings, on `grids`
-    (every trial's `eval.grids`, resolved once by the caller); trials with equal settings share one
-    Ray Data pass. A local storage directory must be one every node sees (`shared_dir`). MLflow logs
+    status, the failures). Each finished trial is scored on its own config's `eval` settings, on
+    `grids` (every trial's `eval.grids`, resolved once by the caller); trials with equal settings
+    share one Ray Data pass. A local storage directory must be one every node sees (`shared_dir`). MLflow logs
     to `tracking_uri` when given, else to the sweep's own store (`SweepDir.tracking`).
 
     A trial that failed, or an evaluation stopped by lost actors, does not stop the others: the

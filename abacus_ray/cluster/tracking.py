@@ -176,7 +176,8 @@ def _log_cells(client, run_id: str, cells) -> None:
     """The trial's cell rows as the run's `cells.parquet` artifact."""
     with tempfile.TemporaryDirectory(prefix="abacus-mlflow-") as tmp:
         path = Path(tmp) / "cells.parquet"
-        storage.write_parquet(storage.on_disk(path), pa.Table.from_pandas(cells, preserve_index=False))
+        table = pa.Table.from_pandas(cells, preserve_index=False)
+        storage.write_parquet(storage.on_disk(path), table)
         client.log_artifact(run_id, str(path))
 
 

@@ -155,8 +155,9 @@ def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: Exp
             with open(tmp / name, "wb") as fh:
                 torch.save(obj, fh)
 
-    storage.write_dir(_place(directory), {CONFIG_FILE: json.dumps(cfg.to_dict(), indent=2, sort_keys=True),
-                                  META_FILE: json.dumps(meta, indent=2, sort_keys=True)},
+    storage.write_dir(_place(directory),
+                      {CONFIG_FILE: json.dumps(cfg.to_dict(), indent=2, sort_keys=True),
+                       META_FILE: json.dumps(meta, indent=2, sort_keys=True)},
                       fill=write, last=META_FILE)
     return model_id
 
