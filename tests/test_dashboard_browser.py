@@ -201,6 +201,7 @@ def test_sweep_page_plots_selectors_and_hover(site, browser):
 
 def test_search_view_shows_the_tried_the_stopped_and_the_best(site, browser, tmp_path):
     """A sweep root with a search.parquet (cluster/search.py's writer) gets the "Search" section."""
+    from abacus_ray import storage
     from abacus_ray.cluster.search import write_search_rows
 
     root, _ = site
@@ -209,7 +210,7 @@ def test_search_view_shows_the_tried_the_stopped_and_the_best(site, browser, tmp
     rows = [{"run": run, "trial_id": run[-1], "status": status, "params": json.dumps({"model.max_k": n}),
              "best": max(validations), "last": validations[-1], "step": 100 * (s + 1), "metric": p, "loss": 1.0 - p,
              "elapsed_s": 10.0 * s} for n, (run, status, validations) in enumerate(trials) for s, p in enumerate(validations)]
-    path = write_search_rows(root / "sample", rows, "validation")
+    path = write_search_rows(storage.on_disk(root / "sample"), rows, "validation")
     try:
         out = build_site(root, tmp_path / "dashboard").parent
     finally:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -25,6 +24,7 @@ from ray.tune.schedulers import ASHAScheduler
 from abacus_ray import trial_status
 from abacus_ray.cluster.trial import run_name
 from abacus_ray.evaluation.results import write_table
+from abacus_ray.storage import Location
 from abacus_ray.sweep import Search, Trial
 from abacus_ray.sweep_dir import SweepDir
 
@@ -70,13 +70,14 @@ SCHEMA = pa.schema([("run", pa.string()), ("trial_id", pa.string()), ("status", 
                     ("loss", pa.float64()), ("elapsed_s", pa.float64())])
 
 
-def write_search_rows(root: Path, rows: Sequence[dict[str, Any]], metric: str) -> Path:
+def write_search_rows(root: Location, rows: Sequence[dict[str, Any]], metric: str) -> Location:
     """Write (replace) `{root}/search.parquet` from `search_rows`-shaped rows, atomically."""
     table = pa.Table.from_pylist(list(rows), schema=SCHEMA).replace_schema_metadata({"metric": metric})
     return write_table(root / SweepDir.SEARCH, table)
 
 
-def write_search(root: Path, grid: ResultGrid, trials: Sequence[Trial], search: Search) -> Path:
+def write_search(root: Location, grid: ResultGrid, trials: Sequence[Trial],
+                 search: Search) -> Location:
     """The finished (or interrupted) search's reports as `{root}/search.parquet`; returns its path."""
     return write_search_rows(root, search_rows(grid, trials, search.metric), search.metric)
 

@@ -233,9 +233,9 @@ def _loc(place: Path | Location) -> Location:
     return place if isinstance(place, Location) else storage.on_disk(place)
 
 
-def write_table(path: Path | Location, table: pa.Table) -> Location:
-    """Write `table` to `path` atomically (`storage.write_parquet`)."""
-    return storage.write_parquet(_loc(path), table)
+def write_table(loc: Location, table: pa.Table) -> Location:
+    """Write `table` to `loc` atomically (`storage.write_parquet`)."""
+    return storage.write_parquet(loc, table)
 
 
 def part_name(table: pa.Table) -> str:
@@ -276,12 +276,12 @@ def write_samples(directory: Path | Location,
 
 
 
-def write_problems(directory: Path | Location, rows: Sequence[dict[str, Any]]):
+def write_problems(results: Location, rows: Sequence[dict[str, Any]]):
     """Flush problem-file rows as one part of RESULTS/problems (nothing written for no rows)."""
     if not rows:
         return None
     table = _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], PROBLEM_SCHEMA)
-    return write_part(_loc(directory) / PROBLEMS_DIR, table)
+    return write_part(results / PROBLEMS_DIR, table)
 
 # --- reading --------------------------------------------------------------------------------------
 
