@@ -137,7 +137,7 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
 
 
 def confirmation(sweep: Sweep, args: argparse.Namespace, loc: storage.Location) -> Sweep:
-    """`--confirm`: the search's best finished point (highest last probe) under `loc` (the probed
+    """`--confirm`: the search's best finished point (highest last validation score) under `loc` (the probed
     `--storage`) as a plain sweep to retrain."""
     path = SweepDir(loc, sweep.name).search
     if not storage.is_file(path):
