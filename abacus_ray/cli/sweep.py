@@ -137,8 +137,8 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
 
 
 def confirmation(sweep: Sweep, args: argparse.Namespace, loc: storage.Location) -> Sweep:
-    """`--confirm`: the search's best finished point (highest last validation score) under `loc` (the probed
-    `--storage`) as a plain sweep to retrain."""
+    """`--confirm`: the search's best finished point (highest last validation score) under `loc`
+    (the probed `--storage`) as a plain sweep to retrain."""
     path = SweepDir(loc, sweep.name).search
     if not storage.is_file(path):
         raise FileNotFoundError(2, f"no finished search of {sweep.name} to confirm (run it first)", str(path))
