@@ -1,10 +1,10 @@
 """The "Search" view of a sweep page: what a sweep's search tried, what ASHA stopped, the best so far.
 
 A searching sweep (`abacus_ray/figures/extrapolation_10x.py`) leaves `search.parquet` beside its `results/`
-(written by `abacus_ray/cluster/search.py`: one row per validation of every trial, with the trial's
-status and swept values). The page draws each trial's validation over optimiser steps (trials
-that did not finish dotted), the best validation over the trials tried, and a table of every
-configuration.
+(written by `abacus_ray/cluster/search.py`: one row per validation score of every trial, with the
+trial's status and swept values). The page draws each trial's validation score over optimiser steps
+(trials that did not finish dotted), the best validation score over the trials tried, and a table of
+every configuration.
 """
 
 from __future__ import annotations
@@ -74,6 +74,6 @@ def search_section(reports: pd.DataFrame | None, metric: str = "validation") -> 
             f"{reports['run'].nunique()} configurations tried ({summary}). Each line is one trial's {metric} "
             "(exact match on long diagonal cells of a validation set) over optimiser steps; dotted lines are "
             "trials that did not finish (stopped early by Tune's ASHA scheduler, diverged or "
-            "failed). Right: the best validation over the trials tried.</p>"
+            "failed). Right: the best validation score over the trials tried.</p>"
             '<div class="pair"><div id="search" class="plot"></div><div id="search-best" class="plot"></div></div>',
             search_table(reports), "</section>"]
