@@ -13,6 +13,7 @@ from abacus_ray import storage
 from abacus_ray.cluster.driver import _check_same_sweep
 from abacus_ray.config.dicts import flatten, unflatten
 from abacus_ray.sweep import single
+from abacus_ray.sweep_dir import SweepDir
 
 
 def _spec(*overrides: str) -> dict:
@@ -42,7 +43,7 @@ def test_a_sweep_of_the_previous_version_resumes(tmp_path):
     _recorded(root, spec, {"train.compile": False, "train.report_every_s": 1.0},
               drop=("cluster.wait_warn_s",))
     before = storage.read_text(root / "sweep.json")
-    _check_same_sweep(root, spec)  # a rerun after the upgrade: accepted
+    _check_same_sweep(SweepDir.of(root), spec)  # a rerun after the upgrade: accepted
     assert storage.read_text(root / "sweep.json") == before
 
 
@@ -50,7 +51,7 @@ def test_a_changed_sweep_is_refused_naming_the_field_and_the_way_on(tmp_path):
     root = storage.resolve(tmp_path / "fig")
     _recorded(root, _spec(), {"train.compile": False, "train.lr": 0.002})
     with pytest.raises(ValueError) as e:
-        _check_same_sweep(root, _spec())
+        _check_same_sweep(SweepDir.of(root), _spec())
     message = str(e.value)
     assert message.startswith(f"--storage: {root} holds a different sweep: trial t/base: "
                               "train.lr 0.002 -> 0.001; ")
@@ -63,15 +64,15 @@ def test_a_key_an_old_record_lacks_is_read_as_its_old_default(tmp_path):
     train.worker_draws meant shared draws, the same as per-worker draws for one worker."""
     root = storage.resolve(tmp_path / "fig")
     _recorded(root, _spec(), {}, drop=("train.worker_draws",))
-    _check_same_sweep(root, _spec())
+    _check_same_sweep(SweepDir.of(root), _spec())
     _recorded(root, _spec(), {}, drop=("eval.hint_scoring",))
     with pytest.raises(ValueError, match='eval.hint_scoring "strict" -> "official"; to resume it, '
                                          "rerun with --set eval.hint_scoring=strict"):
-        _check_same_sweep(root, _spec())
-    _check_same_sweep(root, _spec("eval.hint_scoring=strict"))
+        _check_same_sweep(SweepDir.of(root), _spec())
+    _check_same_sweep(SweepDir.of(root), _spec("eval.hint_scoring=strict"))
     _recorded(root, _spec("cluster.workers=2"), {}, drop=("train.worker_draws",))
     with pytest.raises(ValueError, match='train.worker_draws "shared" -> "per_worker"'):
-        _check_same_sweep(root, _spec("cluster.workers=2"))
+        _check_same_sweep(SweepDir.of(root), _spec("cluster.workers=2"))
 
 
 def test_other_trials_or_another_preset_are_named(tmp_path):
@@ -79,8 +80,8 @@ def test_other_trials_or_another_preset_are_named(tmp_path):
     _recorded(root, _spec(), {"name": "other"})
     with pytest.raises(ValueError, match="1 of its trials not in this run \\(e.g. other\\); "
                                          "1 trial\\(s\\) it does not hold \\(e.g. t/base\\)"):
-        _check_same_sweep(root, _spec())
+        _check_same_sweep(SweepDir.of(root), _spec())
     storage.write_text(root / "sweep.json", json.dumps({**_spec(), "preset": "paper"}))
     with pytest.raises(ValueError, match='preset "paper" -> "tiny"; to resume it, rerun with '
                                          "--preset paper"):
-        _check_same_sweep(root, _spec())
+        _check_same_sweep(SweepDir.of(root), _spec())

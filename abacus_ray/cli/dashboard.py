@@ -8,11 +8,8 @@ when new Parquet parts arrive, so an evaluation can be watched while it streams 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import socket
 import tempfile
-import uuid
 from pathlib import Path
 
 from abacus_ray import storage
@@ -95,17 +92,5 @@ def build_whole(results: storage.Location, out: Path, claims) -> Path:
     (named by `out`), leaves the old site as it was and no half-built one."""
     from dashboards.build import build_site  # heavy: pandas and plotly
 
-    stage = out.parent / f".tmp-{out.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    old = out.parent / f".old-{out.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        with storage.naming_full_disk(out):
-            if out.is_dir():
-                shutil.copytree(out, stage, copy_function=os.link, symlinks=True)
-            index = build_site(results, stage, claims)
-        if out.is_dir():
-            os.rename(out, old)
-        os.rename(stage, out)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
+    index = storage.build_aside(out, lambda stage: build_site(results, stage, claims))
     return (out / index.name).resolve()

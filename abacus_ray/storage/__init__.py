@@ -44,7 +44,7 @@ A path or URI is resolved once, where it enters (the command line); everything b
 directories), `probe` (checks before work).
 """
 
-from abacus_ray.storage.dirs import create_dir, download, upload, write_dir, write_files
+from abacus_ray.storage.dirs import build_aside, create_dir, download, upload, write_dir, write_files
 from abacus_ray.storage.files import (
     MAX_TEXT_BYTES,
     check_parquet_file,
@@ -84,7 +84,7 @@ from abacus_ray.storage.location import (
 from abacus_ray.storage.probe import check_local_dir, check_location, probe
 
 __all__ = [
-    "MAX_TEXT_BYTES", "Location", "StorageError", "check_local_dir", "check_location",
+    "MAX_TEXT_BYTES", "Location", "StorageError", "build_aside", "check_local_dir", "check_location",
     "check_parquet_file", "check_regular_file",
     "memory_limit", "naming_full_disk", "copy_file", "create_dir", "delete", "download", "driver_dir", "exists",
     "file_info", "find", "glob", "is_dir", "is_file", "is_uri", "listdir", "local_path", "located",

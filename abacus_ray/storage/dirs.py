@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -47,6 +48,8 @@ from abacus_ray.storage.files import (
     write_bytes,
 )
 from abacus_ray.storage.location import Location
+
+Built = TypeVar("Built")
 
 MANIFEST = ".abacus-ray-dir.json"  # an object-store directory's point of publication (see above)
 WRITING, COMPLETE = "writing", "complete"
@@ -323,3 +326,23 @@ def create_dir(loc: Location, fill: Callable[[Path], None], flag: str = "") -> L
         remove_empty(made)
         raise
     return loc
+
+
+def build_aside(out: Path, build: Callable[[Path], Built]) -> Built:
+    """Run `build` on a copy of the local directory `out` made beside it (hard links, so a rebuild
+    keeps whatever else `out` holds and rewrites only what it writes), then swap the copy in: a
+    failure, a full disk included (named by `out`), leaves `out` as it was and no half-built copy."""
+    tag = f"{out.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    stage, old = out.parent / f".tmp-{tag}", out.parent / f".old-{tag}"
+    try:
+        with naming_full_disk(out):
+            if out.is_dir():
+                shutil.copytree(out, stage, copy_function=os.link, symlinks=True)
+            built = build(stage)
+        if out.is_dir():
+            os.rename(out, old)
+        os.rename(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return built
