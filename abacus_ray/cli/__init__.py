@@ -1,9 +1,9 @@
 """`abacus-ray` command line: argparse subcommands, one module each under `abacus_ray/cli/`.
 
 The one entry point: `describe`, `train`, `eval`, `eval-all`, `import-official`, `sweep`, `plan`,
-`summary`, `dashboard`; the `make` targets call it, and the sweep scripts (`python sweeps/NAME.py`) run
-their sweep through `cli.sweep.main` under the same error path (`guarded`), so every command shares one
-parser class and one error contract.
+`summary`, `dashboard`; the `make` targets call it, and the sweep scripts (`python sweeps/NAME.py`)
+run their sweep through `cli.sweep.main` under the same error path (`guarded`), so every command
+shares one parser class and one error contract.
 
 Every subcommand module exposes `register(subparsers)`, which adds its parser and sets
 `func=handler`. Bad input (a `ValueError` from config validation, a missing file) is printed as one
@@ -26,7 +26,8 @@ from abacus_ray.config import ExperimentConfig, preset
 from abacus_ray.storage import check_local_dir
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
-COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary", "dashboard")
+COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary",
+            "dashboard")
 
 
 class CLIError(ValueError):
@@ -34,11 +35,13 @@ class CLIError(ValueError):
 
 
 MAX_ECHO = 200  # characters of one value (a path, a URI, a number) that a refusal repeats
-MAX_ARGUMENT = 4096  # characters of one argument (Linux's PATH_MAX): longer is refused, naming its flag
+# characters of one argument (Linux's PATH_MAX): longer is refused, naming its flag
+MAX_ARGUMENT = 4096
 
 
 def one_line(message: str) -> str:
-    """`message` on one line, each value in it cut to `MAX_ECHO` characters (a 100 KB path is not echoed)."""
+    """`message` on one line, each value in it cut to `MAX_ECHO` characters (a 100
+    KB path is not echoed)."""
     return " ".join(shorten(word) for word in message.split())
 
 
@@ -60,33 +63,40 @@ def _culprit_first(message: str) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with the project's error contract: one line `PROG: error: CULPRIT: ...`, exit status 2.
+    """argparse with the project's error contract: one line `PROG: error:
+    CULPRIT: ...`, exit status 2.
 
-    Stock argparse prints the whole usage block first, which buries the culprit (and breaks callers that
-    read one line). Subparsers inherit the class.
+    Stock argparse prints the whole usage block first, which buries the culprit (and breaks callers
+    that read one line). Subparsers inherit the class.
     """
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {_culprit_first(message)} (see --help)\n")
 
     def parse_known_args(self, args=None, namespace=None):
-        """argparse's parse, then every string argument bounded by `MAX_ARGUMENT` (refused naming its flag)."""
+        """argparse's parse, then every string argument bounded by `MAX_ARGUMENT`
+        (refused naming its flag)."""
         parsed, extras = super().parse_known_args(args, namespace)
         for action in self._actions:
-            if action.nargs == argparse.REMAINDER:  # parsed again by the parser they are for (a sweep's)
+            # parsed again by the parser they are for (a sweep's)
+            if action.nargs == argparse.REMAINDER:
                 continue
             values = getattr(parsed, action.dest, None)
             for value in values if isinstance(values, list) else [values]:
                 if isinstance(value, str) and len(value) > MAX_ARGUMENT:
-                    name = action.option_strings[-1] if action.option_strings else action.metavar or action.dest
+                    name = (
+                        action.option_strings[-1]
+                        if action.option_strings
+                        else action.metavar or action.dest
+                    )
                     self.error(f"{name}: {len(value):,} characters, more than {MAX_ARGUMENT:,} "
                                f"(starting {shorten(value, 60)})")
         return parsed, extras
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | int:
-    """The parsed arguments, or the exit status argparse chose: 0 after --help, 2 after a usage error
-    (already printed as one line by `ArgumentParser.error`)."""
+    """The parsed arguments, or the exit status argparse chose: 0 after --help, 2 after a usage
+    error (already printed as one line by `ArgumentParser.error`)."""
     try:
         return parser.parse_args(argv)
     except SystemExit as e:
@@ -94,11 +104,13 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
 
 
 def error_text(e: BaseException) -> str:
-    """One line naming the culprit: OS errors as `PATH: reason` rather than `[Errno N] reason: 'PATH'`.
+    """One line naming the culprit: OS errors as `PATH: reason` rather than
+    `[Errno N] reason: 'PATH'`.
 
-    Our own OS errors (`FileNotFoundError(f"{path}: no such ...")`) carry their path in the message and
-    are printed as they are. A system error that carries no path (`os.getcwd()` after the working
-    directory was deleted) says so, with the working directory when that is what no longer exists.
+    Our own OS errors (`FileNotFoundError(f"{path}: no such ...")`) carry their path in the message
+    and are printed as they are. A system error that carries no path (`os.getcwd()` after the
+    working directory was deleted) says so, with the working directory when that is what no longer
+    exists.
     """
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         return one_line(f"{e.filename}: {e.strerror}")
@@ -107,7 +119,8 @@ def error_text(e: BaseException) -> str:
             os.getcwd()
             cwd = ""
         except OSError:
-            cwd = f"; the working directory {os.environ.get('PWD', '')!r} no longer exists".replace(" ''", "")
+            cwd = (f"; the working directory {os.environ.get('PWD', '')!r} no longer "
+                   "exists").replace(" ''", "")
         return one_line(f"{e.strerror}{cwd}")
     return one_line(str(e)) or type(e).__name__
 
@@ -124,15 +137,16 @@ def leave_working_dir(directory: Path) -> None:
 
 
 def check_output_dir(path: str | Path, flag: str) -> Path:
-    """Refuse an output directory that cannot be created or written to, before any work starts (one home:
-    `abacus_ray.storage.check_local_dir`; its `StorageError` is one line, exit 2, like every ValueError)."""
+    """Refuse an output directory that cannot be created or written to, before any work starts (one
+    home: `abacus_ray.storage.check_local_dir`; its `StorageError` is one line, exit 2,
+    like every ValueError)."""
     return check_local_dir(Path(path), flag)
 
 
 def check_readable(targets: list[str], flag: str) -> None:
-    """Refuse, in one line and in seconds, an input URI (a checkpoint, a run directory) that cannot be read:
-    an unknown scheme, credentials in it, an unreachable endpoint, no such bucket. Local paths are checked
-    where they are read."""
+    """Refuse, in one line and in seconds, an input URI (a checkpoint, a run directory) that cannot
+    be read: an unknown scheme, credentials in it, an unreachable endpoint, no such bucket. Local
+    paths are checked where they are read."""
     for target in targets:
         if storage.is_uri(target):
             storage.probe(target, flag, write=False)
@@ -154,13 +168,15 @@ def check_device(name: str, flag: str = "--device") -> str:
         if not torch.cuda.is_available():
             raise CLIError(f"{flag}: {name} requested but CUDA is not available")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise CLIError(f"{flag}: {name} requested but this machine has {torch.cuda.device_count()} CUDA device(s)")
+            raise CLIError(f"{flag}: {name} requested but this machine has "
+                           f"{torch.cuda.device_count()} CUDA device(s)")
     return name
 
 
 def check_num_cpus(n: int | None, flag: str = "--num-cpus") -> int | None:
-    """CPUs for an embedded local Ray: at least 1, at most 8 per core of this machine (Ray would start a
-    worker process for every CPU it is told of once enough trials or evaluators are queued)."""
+    """CPUs for an embedded local Ray: at least 1, at most 8 per core of this machine (Ray would
+    start a worker process for every CPU it is told of once enough trials or
+    evaluators are queued)."""
     if n is None:
         return None
     bound = 8 * (os.cpu_count() or 1)
@@ -172,8 +188,8 @@ def check_num_cpus(n: int | None, flag: str = "--num-cpus") -> int | None:
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="abacus-ray",
-        description="Train and evaluate the arithmetic transformers of 'Transformers Can Do Arithmetic "
-        "with the Right Embeddings' on a laptop or a Ray cluster.",
+        description="Train and evaluate the arithmetic transformers of 'Transformers Can Do "
+        "Arithmetic with the Right Embeddings' on a laptop or a Ray cluster.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
@@ -183,7 +199,11 @@ def build_parser() -> ArgumentParser:
 
 def add_config_args(p: argparse.ArgumentParser, default_preset: str = "tiny") -> None:
     """`--preset` and repeated `--set key=value`, shared by every command that builds a config."""
-    p.add_argument("--preset", default=default_preset, help=f"named config preset: tiny or paper (default {default_preset})")
+    p.add_argument(
+        "--preset",
+        default=default_preset,
+        help=f"named config preset: tiny or paper (default {default_preset})",
+    )
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config value, e.g. --set model.layers=8 (repeatable)")
 
@@ -194,8 +214,9 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
 
 
 def guarded(command: str, run: Callable[[], int | None]) -> int:
-    """Run one command under the error contract: bad input (a ValueError, a missing file) is one line
-    `abacus-ray COMMAND: error: ...` and exit status 2 (ABACUS_RAY_DEBUG=1: the traceback); Ctrl-C is 130."""
+    """Run one command under the error contract: bad input (a ValueError, a missing file) is one
+    line `abacus-ray COMMAND: error: ...` and exit status 2 (ABACUS_RAY_DEBUG=1: the
+    traceback); Ctrl-C is 130."""
     try:
         result = run()
     except (ValueError, CLIError, OSError) as e:

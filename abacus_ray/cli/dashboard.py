@@ -1,4 +1,5 @@
-"""`abacus-ray dashboard RESULTS [--out DIR] [--serve]`: interactive accuracy dashboards from Parquet.
+"""`abacus-ray dashboard RESULTS [--out DIR] [--serve]`: interactive
+accuracy dashboards from Parquet.
 
 RESULTS is a results directory, a sweep root (holding `results/`) or a storage root holding several
 sweeps. The site is static HTML that works offline; `--serve` serves it on 127.0.0.1 and rebuilds it
@@ -26,21 +27,32 @@ def default_out(loc: storage.Location) -> Path:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("dashboard", help="build interactive accuracy dashboards from Parquet results",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "dashboard",
+        help="build interactive accuracy dashboards from Parquet results",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("results", metavar="RESULTS",
-                   help="results directory, sweep root or storage root: a path or an object-store URI (s3://, gs://)")
+                   help="results directory, sweep root or storage root: a path or an "
+                        "object-store URI (s3://, gs://)")
     p.add_argument("--out", metavar="DIR", default=None,
-                   help="where to write the site: a directory or an object-store URI (default: dashboard/ beside "
-                        "the results; for a URI, ~/.abacus-ray/.../dashboard on this machine)")
-    p.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 and rebuild on new results")
-    p.add_argument("--port", type=int, default=8765, help="port for --serve (default 8765; 0 picks a free one)")
+                   help="where to write the site: a directory or an object-store URI "
+                        "(default: dashboard/ beside the results; for a URI, "
+                        "~/.abacus-ray/.../dashboard on this machine)")
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="serve the site on 127.0.0.1 and rebuild on new results",
+    )
+    p.add_argument(
+        "--port", type=int, default=8765, help="port for --serve (default 8765; 0 picks a free one)"
+    )
     p.set_defaults(func=handler)
 
 
 def check_port(port: int, flag: str = "--port") -> None:
-    """Refuse, before anything is built, a port that `--serve` could not listen on (busy, privileged,
-    out of range); 0 (any free port) always passes."""
+    """Refuse, before anything is built, a port that `--serve` could not listen on (busy,
+    privileged, out of range); 0 (any free port) always passes."""
     from dashboards.serve import HOST  # the one address the server binds
 
     if not 0 <= port <= 65535:
@@ -52,8 +64,10 @@ def check_port(port: int, flag: str = "--port") -> None:
         try:
             s.bind((HOST, port))
         except OSError as e:
-            raise CLIError(f"{flag}: cannot listen on {HOST}:{port} ({e.strerror or e}); choose another port, "
-                           "or --port 0 for a free one") from None
+            raise CLIError(
+                f"{flag}: cannot listen on {HOST}:{port} ({e.strerror or e}); choose another port, "
+                "or --port 0 for a free one"
+            ) from None
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -62,7 +76,8 @@ def handler(args: argparse.Namespace) -> int:
 
     if args.serve:
         check_port(args.port)  # before the site is built
-    results = storage.probe(args.results, "RESULTS", write=False)  # resolved once (a URI probed: one line, seconds)
+    # resolved once (a URI probed: one line, seconds)
+    results = storage.probe(args.results, "RESULTS", write=False)
     target = storage.probe(args.out, "--out") if args.out and storage.is_uri(args.out) else None
     if target is not None and not target.local:  # built here, then copied up
         if args.serve:

@@ -1,4 +1,5 @@
-"""`abacus-ray describe`: the resolved config of a preset + overrides (or of a checkpoint) and its model's parameter count.
+"""`abacus-ray describe`: the resolved config of a preset + overrides (or of a checkpoint) and
+its model's parameter count.
 
 The model is built on the meta device, so even the 122M-parameter paper preset is described
 instantly and without allocating memory.
@@ -14,10 +15,14 @@ from abacus_ray.config.dicts import flatten
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("describe", help="print the resolved config and the model's parameter count",
-                              description=__doc__)
+    p = subparsers.add_parser(
+        "describe",
+        help="print the resolved config and the model's parameter count",
+        description=__doc__,
+    )
     p.add_argument("checkpoint", nargs="?", default=None, metavar="CHECKPOINT",
-                   help="describe this checkpoint's config (and, for an imported one, its source) instead")
+                   help="describe this checkpoint's config (and, for an imported "
+                        "one, its source) instead")
     add_config_args(p)
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: the full config plus a top-level num_params")
@@ -41,14 +46,21 @@ def param_groups(model) -> dict[str, int]:
     groups = {"embedding": 0, "block": 0, "output": 0}
     for name, child in model.named_children():
         n = sum(p.numel() for p in child.parameters())
-        key = "block" if name == "layers" else "embedding" if name in ("tok", "abacus", "learned", "emb_norm") else "output"
+        key = (
+            "block"
+            if name == "layers"
+            else "embedding"
+            if name in ("tok", "abacus", "learned", "emb_norm")
+            else "output"
+        )
         groups[key] += n
     return groups
 
 
 def handler(args: argparse.Namespace) -> int:
     meta = {}
-    if args.checkpoint is not None:  # a checkpoint's own config; `import-official` records its source in meta
+    # a checkpoint's own config; `import-official` records its source in meta
+    if args.checkpoint is not None:
         from abacus_ray.model.checkpoint import (  # heavy: torch, not at `abacus-ray --help`
             META_FILE,
             read_checkpoint_config,
@@ -72,19 +84,24 @@ def handler(args: argparse.Namespace) -> int:
     m, t = cfg.model, cfg.task
     seq = args.seq_len or 3 * t.train_max_len + 4
     groups = param_groups(model)
-    origin = f"checkpoint {args.checkpoint}" if args.checkpoint is not None else f"preset {args.preset}"
+    origin = (
+        f"checkpoint {args.checkpoint}" if args.checkpoint is not None else f"preset {args.preset}"
+    )
     print(f"{cfg.name} ({origin}): {t.name}, size {t.train_max_len}, tokenizer "
           f"{t.tokenizer_name} (vocab {model.vocab_size})")
-    print(f"model: {m.positions} positions, {m.layers} x {m.recurrences} (layers x recurrences, effective depth "
-          f"{m.layers * m.recurrences}; {m.test_recurrences} at test), injection {m.injection}, {m.norm}-LN, "
-          f"hidden {m.hidden}, intermediate {m.intermediate}, {m.heads} heads")
-    print(f"parameters: {n:,} (embedding {groups['embedding']:,}, recurrent block {groups['block']:,} = "
-          f"{m.layers} x {groups['block'] // m.layers:,}, output path {groups['output']:,})")
+    print(f"model: {m.positions} positions, {m.layers} x {m.recurrences} (layers x "
+          f"recurrences, effective depth {m.layers * m.recurrences}; {m.test_recurrences} at "
+          f"test), injection {m.injection}, {m.norm}-LN, hidden {m.hidden}, intermediate "
+          f"{m.intermediate}, {m.heads} heads")
+    print(f"parameters: {n:,} (embedding {groups['embedding']:,}, recurrent block "
+          f"{groups['block']:,} = {m.layers} x {groups['block'] // m.layers:,}, output path "
+          f"{groups['output']:,})")
     print(f"training FLOPs/token at sequence length {seq}: {model.flops_per_token(seq):.4g}")
     if "imported_from" in meta:
-        print(f"imported from the official {meta.get('imported_class')} checkpoint {meta['imported_from']} "
-              f"(model_config.json sha256 {str(meta.get('imported_config_sha256'))[:12]}, model.safetensors "
-              f"sha256 {str(meta.get('imported_weights_sha256'))[:12]})")
+        print(f"imported from the official {meta.get('imported_class')} checkpoint "
+              f"{meta['imported_from']} (model_config.json sha256 "
+              f"{str(meta.get('imported_config_sha256'))[:12]}, model.safetensors sha256 "
+              f"{str(meta.get('imported_weights_sha256'))[:12]})")
     print()
     for key, value in flatten(cfg.to_dict()).items():
         print(f"  {key} = {value}")

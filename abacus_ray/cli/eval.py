@@ -1,8 +1,10 @@
 """`abacus-ray eval`: score checkpoints on operand-length grids into a Parquet results directory.
 
-    abacus-ray eval CHECKPOINT... --out RESULTS [--grid NAME | --cells 1-20x1-20 | --diagonal 101-160]
+    abacus-ray eval CHECKPOINT... --out RESULTS
+        [--grid NAME | --cells 1-20x1-20 | --diagonal 101-160]
         [--per-cell N] [--seed S] [--samples] [--engine teacher|kv|naive] [--recurrences R]
-    abacus-ray eval CHECKPOINT --out RESULTS --problems FILE [--seed S] [--engine E] [--recurrences R]
+    abacus-ray eval CHECKPOINT --out RESULTS --problems FILE [--seed S]
+        [--engine E] [--recurrences R]
 
 A rerun into the same RESULTS scores only the cells that are missing, so an interrupted run is
 resumed by running the same command again. Without a grid option the grids named in the first
@@ -23,50 +25,64 @@ from abacus_ray.evaluation.grids import GRIDS, resolve_grid, resolve_grid_names
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("eval", help="score checkpoints on (i, j) grids by exact match into Parquet",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "eval",
+        help="score checkpoints on (i, j) grids by exact match into Parquet",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT",
-                   help="checkpoint directory, or a run directory (its latest step-* checkpoint); a path or a URI")
+                   help="checkpoint directory, or a run directory (its latest step-* "
+                        "checkpoint); a path or a URI")
     p.add_argument("--out", required=True, metavar="RESULTS",
-                   help="results directory (created if missing) or an object-store URI (s3://BUCKET/PREFIX, gs://...)")
+                   help="results directory (created if missing) or an object-store URI "
+                        "(s3://BUCKET/PREFIX, gs://...)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--grid", help=f"named grid: {', '.join(GRIDS)}")
     g.add_argument("--cells", help="rectangle(s) ROWSxCOLS, e.g. 1-20x1-20 or 1-20x1-20+30x30")
     g.add_argument("--diagonal", help="i = j lengths, e.g. 101-160, 200-1000:100 or 13,15,20")
     g.add_argument("--problems", metavar="FILE",
-                   help="score one checkpoint on a file of problems, one a line in natural digit order and the "
-                        "task's syntax (123+4567, 12*34, ...): a row per problem in RESULTS/problems, plus cell rows "
-                        "(evaluation/problem_file.py)")
+                   help="score one checkpoint on a file of problems, one a line in natural digit "
+                        "order and the task's syntax (123+4567, 12*34, ...): a row per problem in "
+                        "RESULTS/problems, plus cell rows (evaluation/problem_file.py)")
     p.add_argument("--per-cell", type=int, default=None, help="problems per cell (default 100)")
-    p.add_argument("--seed", type=int, default=None, help="eval seed: problems and noise per cell (default 0)")
+    p.add_argument(
+        "--seed", type=int, default=None, help="eval seed: problems and noise per cell (default 0)"
+    )
     p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="teacher (one forward per cell, default), kv (KV-cache greedy), naive (oracle)")
-    p.add_argument("--recurrences", type=int, default=None, help="test-time recurrences (default: the model's)")
+                   help="teacher (one forward per cell, default), kv (KV-cache "
+                        "greedy), naive (oracle)")
+    p.add_argument(
+        "--recurrences", type=int, default=None, help="test-time recurrences (default: the model's)"
+    )
     p.add_argument("--samples", action="store_true",
-                   help="also write per-problem rows (prompt, target, greedy prediction) to RESULTS/samples; "
-                        "predictions come from KV-cache decoding")
+                   help="also write per-problem rows (prompt, target, greedy prediction) to "
+                        "RESULTS/samples; predictions come from KV-cache decoding")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
-                   help="auto: fp32, the official evaluation's; bf16: autocast on CUDA, faster, changes ~0.1 %% of "
-                        "verdicts (docs/fidelity.md); tf32: fp32 with TF32 matrix products (CUDA)")
+                   help="auto: fp32, the official evaluation's; bf16: autocast on CUDA, faster, "
+                        "changes ~0.1 %% of verdicts (docs/fidelity.md); tf32: fp32 with TF32 "
+                        "matrix products (CUDA)")
     p.add_argument("--token-budget", type=int, default=None,
                    help="tokens per batch (rows x padded length); default sized to the device")
     p.add_argument("--sort-require-eos", action="store_true", default=None,
                    help="sorting: also require the EOS (the official metric ignores it)")
     p.add_argument("--hint-scoring", choices=HINT_SCORINGS, default=None,
-                   help="index-hint models: official (digits only, hints dropped, the official eval; default) "
-                        "or strict (every hint symbol must be right too)")
+                   help="index-hint models: official (digits only, hints dropped, the official "
+                        "eval; default) or strict (every hint symbol must be right too)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     p.add_argument("--run-id", default=None, help="optional run id stored in every row")
     p.add_argument("--flush-every-s", type=float, default=10.0,
                    help="write a results part at least this often (default 10 s)")
     p.add_argument("--flush-every-cells", type=int, default=200,
-                   help="... or after this many cells (default 200); a killed run loses at most that much")
+                   help="... or after this many cells (default 200); a killed run "
+                        "loses at most that much")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=handler)
 
 
 def handler(args: argparse.Namespace) -> int:
-    # heavy: torch (the runner and checkpoints load it), with the command, not at `abacus-ray --help`
+    # heavy: torch (the runner and checkpoints load it), with the command,
+    # not at `abacus-ray --help`
     from abacus_ray.evaluation.runner import evaluate
     from abacus_ray.model.checkpoint import read_checkpoint_config, resolve_checkpoint
 
@@ -74,44 +90,63 @@ def handler(args: argparse.Namespace) -> int:
     if args.run_id is not None:
         check_text(args.run_id, "--run-id")
     check_readable(args.checkpoints, "CHECKPOINT")
-    out = storage.probe(args.out, "--out")  # resolved here once: refused in one line before any model is loaded
+    # resolved here once: refused in one line before any model is loaded
+    out = storage.probe(args.out, "--out")
     first = read_checkpoint_config(resolve_checkpoint(args.checkpoints[0]))
-    overrides = {"per_cell": args.per_cell, "seed": args.seed, "engine": args.engine,
-                 "recurrences": args.recurrences, "precision": args.precision, "token_budget": args.token_budget,
-                 "sort_require_eos": args.sort_require_eos, "hint_scoring": args.hint_scoring}
-    # through the first config, so values are checked (and named, e.g. eval.per_cell) as `--set` values are
-    eval_cfg = first.with_overrides({f"eval.{k}": v for k, v in overrides.items() if v is not None}).eval
+    overrides = {
+        "per_cell": args.per_cell,
+        "seed": args.seed,
+        "engine": args.engine,
+        "recurrences": args.recurrences,
+        "precision": args.precision,
+        "token_budget": args.token_budget,
+        "sort_require_eos": args.sort_require_eos,
+        "hint_scoring": args.hint_scoring,
+    }
+    # through the first config, so values are checked (and named, e.g.
+    # eval.per_cell) as `--set` values are
+    eval_cfg = first.with_overrides(
+        {f"eval.{k}": v for k, v in overrides.items() if v is not None}
+    ).eval
     if args.problems is not None:
         return _problems(args, eval_cfg, device, out)
-    if args.grid is not None or args.cells is not None or args.diagonal is not None:  # '' is a bad spec, not none
+    # '' is a bad spec, not none
+    if args.grid is not None or args.cells is not None or args.diagonal is not None:
         grids = [resolve_grid(grid=args.grid, cells=args.cells, diagonal_spec=args.diagonal)]
     else:  # the checkpoint's own eval.grids
         try:
             grids = resolve_grid_names(eval_cfg.grids)
         except ValueError as e:
-            raise ValueError(f"eval.grids of {args.checkpoints[0]}: {str(e).removeprefix('--grid: ')}; pass --grid, "
-                             "--cells or --diagonal") from None
+            raise ValueError(
+                f"eval.grids of {args.checkpoints[0]}: {str(e).removeprefix('--grid: ')}; pass "
+                "--grid, --cells or --diagonal"
+            ) from None
     report = evaluate(args.checkpoints, grids, eval_cfg, out, device=device, samples=args.samples,
                       progress=not args.quiet, run_id=args.run_id, flush_every_s=args.flush_every_s,
                       flush_every_cells=args.flush_every_cells)
     done = sum(report.evaluated.values())
     skipped = sum(report.skipped.values())
-    print(f"evaluated {done} cells ({skipped} already present) of {len(report.evaluated)} model(s) into "
-          f"{args.out} in {report.seconds:.1f} s", file=sys.stdout)
+    print(
+        f"evaluated {done} cells ({skipped} already present) of {len(report.evaluated)} model(s) "
+        f"into {args.out} in {report.seconds:.1f} s",
+        file=sys.stdout,
+    )
     return 0
 
 
 def _problems(args: argparse.Namespace, eval_cfg, device, out: storage.Location) -> int:
     """`--problems FILE`: one checkpoint, one problem file (evaluation/problem_file.py)."""
-    from abacus_ray.evaluation.problem_file import evaluate_problem_file  # heavy: torch, with the command
+    # heavy: torch, with the command
+    from abacus_ray.evaluation.problem_file import evaluate_problem_file
 
     if len(args.checkpoints) != 1:
         raise ValueError(f"--problems: scores one checkpoint, got {len(args.checkpoints)}")
-    n, correct, part = evaluate_problem_file(args.checkpoints[0], args.problems, eval_cfg, out, device=device,
-                                             run_id=args.run_id)
+    n, correct, part = evaluate_problem_file(
+        args.checkpoints[0], args.problems, eval_cfg, out, device=device, run_id=args.run_id
+    )
     if part is None:
         print(f"{args.problems} is already scored on this model in {args.out}")
     else:
-        print(f"scored {n} problems of {args.problems}: {correct} correct ({100 * correct / n:.1f} %), rows in "
-              f"{args.out}/problems and cell rows in {args.out}")
+        print(f"scored {n} problems of {args.problems}: {correct} correct ({100 * correct / n:.1f} "
+              f"%), rows in {args.out}/problems and cell rows in {args.out}")
     return 0

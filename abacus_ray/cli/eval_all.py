@@ -1,17 +1,18 @@
-"""`abacus-ray eval-all RESULTS [--grid G]`: every trained model under RESULTS, scored through Ray Data.
+"""`abacus-ray eval-all RESULTS [--grid G]`: every trained model under
+RESULTS, scored through Ray Data.
 
     abacus-ray eval-all RESULTS [--grid paper-100plus] [--out DIR] [--include STATUS,...]
 
-RESULTS is a sweep root, a storage root holding several sweeps (a sweep's `--storage`, a bucket prefix),
-a sweep's results directory, or a directory of `abacus-ray train --out` runs, as for `summary` and
-`dashboard` (`evaluation.places`); nothing above RESULTS is searched but a results directory's own
-sweep. In a sweep, the models are what the sweep scored: the final checkpoints of its finished
-trials, from its trial record (`trials.parquet`); `--include` adds the last checkpoint of stopped,
-diverged or errored trials. Elsewhere a model is the latest `step-*` checkpoint of RESULTS itself or
-of each run directory in it. A model held twice (copies of one run) is scored once. Each sweep's
-models are scored into its own `results/` unless `--out` names one directory for all. Only cells
-whose key is missing are evaluated, so a second run does nothing. The default grid is the paper's
-100+ set (the 101-160 diagonal; `make eval-100plus`).
+RESULTS is a sweep root, a storage root holding several sweeps (a sweep's `--storage`, a bucket
+prefix), a sweep's results directory, or a directory of `abacus-ray train --out` runs, as for
+`summary` and `dashboard` (`evaluation.places`); nothing above RESULTS is searched but a results
+directory's own sweep. In a sweep, the models are what the sweep scored: the final checkpoints of
+its finished trials, from its trial record (`trials.parquet`); `--include` adds the last checkpoint
+of stopped, diverged or errored trials. Elsewhere a model is the latest `step-*` checkpoint of
+RESULTS itself or of each run directory in it. A model held twice (copies of one run) is scored
+once. Each sweep's models are scored into its own `results/` unless `--out` names one directory for
+all. Only cells whose key is missing are evaluated, so a second run does nothing. The default grid
+is the paper's 100+ set (the 101-160 diagonal; `make eval-100plus`).
 """
 
 from __future__ import annotations
@@ -37,23 +38,33 @@ MAX_RECORD_BYTES = 16 << 20  # a trial record: about 100 bytes a trial, at most 
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("eval-all", help="score every checkpoint under a results root through Ray Data",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "eval-all",
+        help="score every checkpoint under a results root through Ray Data",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("results", metavar="RESULTS",
-                   help="sweep root, storage root or results directory to find checkpoints in: a directory or an "
-                        "object-store URI (s3://, gs://)")
+                   help="sweep root, storage root or results directory to find checkpoints in: a "
+                        "directory or an object-store URI (s3://, gs://)")
     p.add_argument("--grid", dest="grids", action="append", default=None,
-                   help=f"grid name or spec (repeatable; default {', '.join(DEFAULT_GRIDS)}: the 101-160 diagonal)")
+                   help=f"grid name or spec (repeatable; default {', '.join(DEFAULT_GRIDS)}: "
+                        "the 101-160 diagonal)")
     p.add_argument("--out", default=None,
-                   help="one Parquet results directory or URI for every model (default: each sweep's results/)")
+                   help="one Parquet results directory or URI for every model (default: "
+                        "each sweep's results/)")
     p.add_argument("--include", default=None, metavar="STATUS[,STATUS]",
                    help="in a sweep, also score the last checkpoint of trials that did not "
                         "finish: a comma list of stopped (by ASHA or the user), diverged (the last "
                         "one before the loss stopped being finite), error (default: finished "
                         "trials only, what the sweep scored)")
-    p.add_argument("--per-cell", type=int, default=None, help="problems per cell (default 100, the paper's)")
+    p.add_argument(
+        "--per-cell", type=int, default=None, help="problems per cell (default 100, the paper's)"
+    )
     p.add_argument("--seed", type=int, default=None, help="evaluation seed (default 0)")
-    p.add_argument("--address", default=None, help="Ray address (default: $RAY_ADDRESS, else a local Ray)")
+    p.add_argument(
+        "--address", default=None, help="Ray address (default: $RAY_ADDRESS, else a local Ray)"
+    )
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray")
     p.set_defaults(func=handler)
 
@@ -95,7 +106,9 @@ def sweep_models(root: storage.Location, include: frozenset[str]) -> list:
     return [c.as_path() if c.local else c for c in found]
 
 
-def places_of(args: argparse.Namespace, results: storage.Location) -> list[tuple[list, storage.Location]]:
+def places_of(
+    args: argparse.Namespace, results: storage.Location
+) -> list[tuple[list, storage.Location]]:
     """(models, where their results go) per place under RESULTS that holds models; each results
     directory probed for writing, naming `--out` only when it was given."""
     include = trial_status.parse_include(args.include)
@@ -134,32 +147,44 @@ def checked_models(models: list, out: storage.Location) -> list:
 def handler(args: argparse.Namespace) -> int:
     """Everything is checked before Ray starts: flags, grids, every checkpoint (`checked_models`),
     and the work planned (which checks every cell against its model's Abacus table)."""
-    from abacus_ray.evaluation.work import Source, work_items  # heavy: torch, not at `abacus-ray --help`
+    # heavy: torch, not at `abacus-ray --help`
+    from abacus_ray.evaluation.work import Source, work_items
 
     grids = resolve_grid_names(tuple(args.grids or DEFAULT_GRIDS))
     trial_status.parse_include(args.include)  # a bad status in one line, before any place is read
-    overrides = {k: v for k, v in (("per_cell", args.per_cell), ("seed", args.seed)) if v is not None}
+    overrides = {
+        k: v for k, v in (("per_cell", args.per_cell), ("seed", args.seed)) if v is not None
+    }
     eval_cfg = with_overrides(EvalConfig(), overrides)
     check_num_cpus(args.num_cpus)
-    results = storage.probe(args.results, "RESULTS", write=False)  # a bad URI in one line, in seconds
+    # a bad URI in one line, in seconds
+    results = storage.probe(args.results, "RESULTS", write=False)
     jobs = []
     for models, out in places_of(args, results):
         models = [m.resolve() if isinstance(m, Path) else m for m in models]
-        done_keys(out)  # a foreign or unreadable results directory is refused here, not after the cluster starts
+        # a foreign or unreadable results directory is refused here, not after the cluster starts
+        done_keys(out)
         models = checked_models(models, out)
-        jobs.append((len(models), out, work_items([Source(str(m)) for m in models], grids, eval_cfg, out)))
+        jobs.append(
+            (len(models), out, work_items([Source(str(m)) for m in models], grids, eval_cfg, out))
+        )
 
     from abacus_ray.cluster import runtime  # heavy: Ray, only once everything above is checked
     from abacus_ray.cluster.grid_eval import evaluate_on_ray  # Ray, as above
     from abacus_ray.cluster.shared_dir import check_every_node_sees  # Ray, as above
 
-    leave_working_dir(storage.driver_dir(jobs[0][1], "."))  # nothing below depends on the job's working directory
+    # nothing below depends on the job's working directory
+    leave_working_dir(storage.driver_dir(jobs[0][1], "."))
     runtime.init(args.address, num_cpus=args.num_cpus)
     runtime.quiet_data_progress()
-    if results.local:  # evaluators on other nodes read the checkpoints: they must see this directory
+    # evaluators on other nodes read the checkpoints: they must see this directory
+    if results.local:
         check_every_node_sees(results.as_path(), "RESULTS")
     for n_models, out, work in jobs:
         report = evaluate_on_ray(work, eval_cfg, out)
-        print(f"eval-all: {n_models} model(s), {report.cells} cells evaluated, {report.skipped} already present, "
-              f"{report.seconds:.1f}s -> {out}", file=sys.stdout)
+        print(
+            f"eval-all: {n_models} model(s), {report.cells} cells evaluated, {report.skipped} "
+            f"already present, {report.seconds:.1f}s -> {out}",
+            file=sys.stdout,
+        )
     return 0

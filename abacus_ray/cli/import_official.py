@@ -5,10 +5,11 @@
 DIR is what the official `save_final_model` writes: `model.safetensors` + `model_config.json`
 (model/official.py says how each maps), a local directory. RUN becomes a run directory holding one
 checkpoint, `RUN/step-000000000`, laid out as `abacus-ray train` lays out its own (RUN may be an
-object-store URI: the checkpoint is written here, then copied up), so RUN goes through `eval`, `eval-all`
-(which finds it under any results root), `summary` and the dashboard like any model trained here, named
-NAME (default `official-<DIR's name>`); `describe RUN` shows where it came from. Anything that does not
-map is one line naming the file and its key, exit status 2, and nothing is written.
+object-store URI: the checkpoint is written here, then copied up), so RUN goes through `eval`,
+`eval-all` (which finds it under any results root), `summary` and the dashboard like any model
+trained here, named NAME (default `official-<DIR's name>`); `describe RUN` shows where it came from.
+Anything that does not map is one line naming the file and its key, exit status 2, and nothing is
+written.
 """
 
 from __future__ import annotations
@@ -23,18 +24,29 @@ from abacus_ray.config.task import TASKS
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("import-official", help="convert an official mcleish7/arithmetic checkpoint",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "import-official",
+        help="convert an official mcleish7/arithmetic checkpoint",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("directory", metavar="DIR",
-                   help="official checkpoint directory (model.safetensors, model_config.json), local or file://")
+                   help="official checkpoint directory (model.safetensors, "
+                        "model_config.json), local or file://")
     p.add_argument("--out", required=True, metavar="RUN",
-                   help="run directory to write (its step-000000000 checkpoint): a path or an object-store URI")
+                   help="run directory to write (its step-000000000 checkpoint): a path "
+                        "or an object-store URI")
     p.add_argument("--task", choices=TASKS, default=None,
-                   help="the task it was trained on; the files do not say (default: add, or sort for the "
-                        "sort vocabulary)")
+                   help="the task it was trained on; the files do not say (default: add, or sort "
+                        "for the sort vocabulary)")
     p.add_argument("--train-max-len", type=int, default=None,
-                   help="its training operand length n (ID/OOD regions; default 20, 10 for sorting)")
-    p.add_argument("--name", default=None, help="name in results tables and dashboards (default official-<DIR name>)")
+                   help="its training operand length n (ID/OOD regions; "
+                        "default 20, 10 for sorting)")
+    p.add_argument(
+        "--name",
+        default=None,
+        help="name in results tables and dashboards (default official-<DIR name>)",
+    )
     p.set_defaults(func=handler)
 
 
@@ -49,10 +61,13 @@ def handler(args: argparse.Namespace) -> int:
     if args.name is not None:
         check_text(args.name, "--name")
     source_dir = storage.local_path(args.directory, "DIR", "an official checkpoint")
-    out = storage.probe(args.out, "--out")  # a path or URI, refused in one line before anything is read
+    # a path or URI, refused in one line before anything is read
+    out = storage.probe(args.out, "--out")
     if storage.listdir(out):
         raise ValueError(f"--out: {out} exists and is not empty; choose a new run directory")
-    cfg, weights, source = load_official(source_dir, task=args.task, train_max_len=args.train_max_len, name=args.name)
+    cfg, weights, source = load_official(
+        source_dir, task=args.task, train_max_len=args.train_max_len, name=args.name
+    )
     model = ArithmeticTransformer.for_experiment(cfg)
     model.load_state_dict(weights)  # names and shapes were checked against this very config
     state = {"step": 0, "samples": 0, "tokens": 0, **source.meta()}
@@ -64,12 +79,13 @@ def handler(args: argparse.Namespace) -> int:
 
         storage.create_dir(out, fill, "--out")
         model_id = ids[0]
-    else:  # written here, then copied up, meta.json last (a reader lists only checkpoints that have it)
+    # written here, then copied up, meta.json last (a reader lists only checkpoints that have it)
+    else:
         with tempfile.TemporaryDirectory(prefix="abacus-import-") as tmp:
             model_id = save_checkpoint(Path(tmp) / checkpoint_name(0), model, cfg, state)
             storage.upload(Path(tmp) / checkpoint_name(0), out / checkpoint_name(0), last=META_FILE)
     m = cfg.model
-    print(f"imported {source.official_class} ({m.layers} x {m.recurrences}, {m.positions}, injection "
-          f"{m.injection}, task {cfg.task.name}) from {source.path} as {cfg.name} into {out} "
-          f"(model_id {model_id[:12]})")
+    print(f"imported {source.official_class} ({m.layers} x {m.recurrences}, {m.positions}, "
+          f"injection {m.injection}, task {cfg.task.name}) from {source.path} as {cfg.name} into "
+          f"{out} (model_id {model_id[:12]})")
     return 0

@@ -1,15 +1,15 @@
 """`abacus-ray plan [NAME ...] [--all] [flags]`: what a reproduction costs before it starts.
 
-For one or more sweeps (figures by name, or sweep files; `--all`: every figure and table), expanded exactly as
-`abacus-ray sweep NAME --preset P --seeds N --set K=V` would expand them: the trials, their training
-budget in A4000-hours, device-hours of training and device-minutes of grid evaluation on named GPUs
-(peak dense bf16 from the vendors' data sheets times a model-FLOP utilisation, `--mfu` to override),
-the checkpoint and Parquet bytes they leave in storage, and with `--price GPU=USD_PER_HOUR` the bill.
-For CPU-scale sweeps (the `tiny` preset, or `cluster.use_gpu=false`, or with `--cores`): core-hours
-of training and evaluation from one core's measured speed, and wall-hours on `--cores` cores.
-Nothing starts and nothing is written; the paper preset's whole reproduction plans in seconds.
-The arithmetic and its sources: `abacus_ray/plan.py`; its error against a measured run:
-docs/performance.md, "Planning a reproduction".
+For one or more sweeps (figures by name, or sweep files; `--all`: every figure and table), expanded
+exactly as `abacus-ray sweep NAME --preset P --seeds N --set K=V` would expand them: the trials,
+their training budget in A4000-hours, device-hours of training and device-minutes of grid evaluation
+on named GPUs (peak dense bf16 from the vendors' data sheets times a model-FLOP utilisation, `--mfu`
+to override), the checkpoint and Parquet bytes they leave in storage, and with `--price
+GPU=USD_PER_HOUR` the bill. For CPU-scale sweeps (the `tiny` preset, or `cluster.use_gpu=false`, or
+with `--cores`): core-hours of training and evaluation from one core's measured speed, and
+wall-hours on `--cores` cores. Nothing starts and nothing is written; the paper preset's whole
+reproduction plans in seconds. The arithmetic and its sources: `abacus_ray/plan.py`; its error
+against a measured run: docs/performance.md, "Planning a reproduction".
 """
 
 from __future__ import annotations
@@ -35,23 +35,36 @@ from abacus_ray.plan import (
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("plan", help="what sweeps cost before they run: trials, GPU-hours, storage, money",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sweeps", nargs="*", metavar="NAME", help="figures' sweeps (e.g. fig10_k) or sweep files")
-    p.add_argument("--all", action="store_true", help="every figure's and table's sweep (abacus_ray/figures/)")
+    p = subparsers.add_parser(
+        "plan",
+        help="what sweeps cost before they run: trials, GPU-hours, storage, money",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "sweeps", nargs="*", metavar="NAME", help="figures' sweeps (e.g. fig10_k) or sweep files"
+    )
+    p.add_argument(
+        "--all", action="store_true", help="every figure's and table's sweep (abacus_ray/figures/)"
+    )
     p.add_argument("--preset", choices=["tiny", "paper"], default="paper",
                    help="the sweeps' preset (default paper: the scale a cluster runs)")
     p.add_argument("--seeds", type=int, default=None,
-                   help=f"training seeds per configuration (default: each figure's; at most {MAX_SEEDS})")
+                   help="training seeds per configuration (default: each figure's; "
+                        f"at most {MAX_SEEDS})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override for every trial of every sweep (repeatable), as for sweeps")
+                   help="config override for every trial of every sweep "
+                        "(repeatable), as for sweeps")
     p.add_argument("--gpu", dest="gpus", action="append", default=None, metavar="NAME",
-                   help=f"a GPU to price the work on (repeatable; default all of {', '.join(DEVICES)})")
+                   help="a GPU to price the work on (repeatable; default all of "
+                        f"{', '.join(DEVICES)})")
     p.add_argument("--mfu", action="append", default=[], metavar="[GPU=]FRACTION",
-                   help="training model-FLOP utilisation, for every GPU or one (repeatable), replacing the "
-                        "measured or stated default (evaluation keeps its measured ratio to it)")
+                   help="training model-FLOP utilisation, for every GPU or one (repeatable), "
+                        "replacing the measured or stated default (evaluation keeps its "
+                        "measured ratio to it)")
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD_PER_HOUR",
-                   help="price of one GPU-hour (repeatable): adds the cost of training and evaluation")
+                   help="price of one GPU-hour (repeatable): adds the cost of "
+                        "training and evaluation")
     p.add_argument("--cores", type=int, default=None, metavar="N",
                    help="CPU cores to price CPU-scale sweeps on (default: this machine's); "
                         "shows the CPU columns for any preset")
@@ -60,11 +73,14 @@ def register(subparsers) -> None:
 
 
 def sweep_plan(name: str, args: argparse.Namespace) -> SweepPlan:
-    """One sweep's plan, through the sweep command's own parser and expansion (cli/sweep.py). Seeds do
-    not change a trial's cost, so a plain sweep is expanded with one seed and each point counted N times."""
+    """One sweep's plan, through the sweep command's own parser and expansion (cli/sweep.py). Seeds
+    do not change a trial's cost, so a plain sweep is expanded with one seed and each
+    point counted N times."""
     sweep = load_sweep(name)
     argv = ["--preset", args.preset, *(f"--set={s}" for s in args.overrides)]
-    parsed = parse_args(build_parser(sweep), argv + (["--seeds", str(args.seeds)] if args.seeds else []))
+    parsed = parse_args(
+        build_parser(sweep), argv + (["--seeds", str(args.seeds)] if args.seeds else [])
+    )
     if isinstance(parsed, int):
         raise CLIError(f"{name}: its flags were refused (above)")
     search = search_of(sweep, parsed)
@@ -98,20 +114,34 @@ def table(summary: dict, cpu: bool = False) -> str:
         c = r["cpu"]
         cpu_cells = [f"{c['train_core_hours']:,.2f}", f"{c['eval_core_hours']:,.2f}",
                      f"{c['wall_hours']:,.2f}"] if cpu else []
-        return [name, f"{r['trials']:,}", *cpu_cells, f"{r['a4000_hours']:,.1f}",
-                *(f"{r['gpus'][g]['train_hours']:,.1f}" for g in gpus),
-                *(f"{r['gpus'][g]['eval_minutes']:,.0f}" for g in gpus),
-                _gb(r["checkpoint_bytes"]), f"{r['parquet_bytes'] / 1e6:,.0f}", *(f"{r['gpus'][g]['usd']:,.0f}" for g in money)]
+        return [
+            name,
+            f"{r['trials']:,}",
+            *cpu_cells,
+            f"{r['a4000_hours']:,.1f}",
+            *(f"{r['gpus'][g]['train_hours']:,.1f}" for g in gpus),
+            *(f"{r['gpus'][g]['eval_minutes']:,.0f}" for g in gpus),
+            _gb(r["checkpoint_bytes"]),
+            f"{r['parquet_bytes'] / 1e6:,.0f}",
+            *(f"{r['gpus'][g]['usd']:,.0f}" for g in money),
+        ]
 
     rows = [cells(r["sweep"], r) for r in summary["sweeps"]] + [cells("TOTAL", summary["total"])]
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
-    fmt = lambda r: "  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths, strict=True)))  # noqa: E731
-    notes = [f"{g}: {a['peak_tflops']:g} TFLOP/s dense bf16 ({a['sheet']}); training MFU {a['train_mfu']:.3f} "
-             f"({a['mfu_basis']}), evaluation {a['eval_mfu']:.3f}" for g, a in summary["assumptions"].items()]
+    fmt = lambda r: "  ".join(  # noqa: E731
+        x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths, strict=True))
+    )
+    notes = [
+        f"{g}: {a['peak_tflops']:g} TFLOP/s dense bf16 ({a['sheet']}); training MFU "
+        f"{a['train_mfu']:.3f} ({a['mfu_basis']}), evaluation {a['eval_mfu']:.3f}"
+        for g, a in summary["assumptions"].items()
+    ]
     if cpu:
         notes.append(f"CPU: one core's model FLOP/s measured on {summary['cpu_basis']['machine']} "
                      "(abacus_ray/training/cpu_rates.py, benchmarks/cpu_throughput.py)")
-    return "\n".join([fmt(head), *map(fmt, rows[:-1]), "-" * len(fmt(head)), fmt(rows[-1]), "", *notes])
+    return "\n".join(
+        [fmt(head), *map(fmt, rows[:-1]), "-" * len(fmt(head)), fmt(rows[-1]), "", *notes]
+    )
 
 
 def cpu_words(cpu: dict, cores: int) -> str:
@@ -124,13 +154,17 @@ def cpu_words(cpu: dict, cores: int) -> str:
 
 def total_line(summary: dict, cpu: bool = False) -> str:
     t = summary["total"]
-    per_gpu = "; ".join(f"{g} {v['train_hours']:,.0f} h train + {v['eval_minutes']:,.0f} min eval"
-                        + (f" = USD {v['usd']:,.0f}" if "usd" in v else "") for g, v in t["gpus"].items())
+    per_gpu = "; ".join(
+        f"{g} {v['train_hours']:,.0f} h train + {v['eval_minutes']:,.0f} min eval"
+        + (f" = USD {v['usd']:,.0f}" if "usd" in v else "")
+        for g, v in t["gpus"].items()
+    )
     if cpu:
         cores = summary["cpu_basis"]["cores"]
         per_gpu = "; ".join(filter(None, [cpu_words(t["cpu"], cores), per_gpu]))
-    return (f"total: {t['trials']:,} trials, {t['a4000_hours']:,.0f} A4000-hours; {per_gpu}; checkpoints "
-            f"{_gb(t['checkpoint_bytes'])} GB, Parquet {t['parquet_bytes'] / 1e6:,.0f} MB ({t['eval_cells']:,} cells)")
+    return (f"total: {t['trials']:,} trials, {t['a4000_hours']:,.0f} A4000-hours; {per_gpu}; "
+            f"checkpoints {_gb(t['checkpoint_bytes'])} GB, Parquet {t['parquet_bytes'] / 1e6:,.0f} "
+            f"MB ({t['eval_cells']:,} cells)")
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -147,7 +181,8 @@ def handler(args: argparse.Namespace) -> int:
     price = parse_per_gpu(args.price, "--price", devices, low=0.0, high=1e4)
     names = list(figures.names()) if args.all else list(dict.fromkeys(args.sweeps))
     if not names:  # a total over nothing would read as a free reproduction
-        raise CLIError("--all: no figures found in abacus_ray.figures (a broken installation?); nothing to plan")
+        raise CLIError("--all: no figures found in abacus_ray.figures (a broken "
+                       "installation?); nothing to plan")
     plans = [sweep_plan(n, args) for n in names]
     cpu = args.cores is not None or any(p.cpu_scale for p in plans)
     if cpu and not args.gpus and all(p.cpu_scale for p in plans):

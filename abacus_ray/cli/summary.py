@@ -5,15 +5,16 @@
 
 Each row is one model under one set of eval settings; columns are the paper's views in percent
 (+ - x OR: id, ood, ood100plus; sorting: id, ood_digits_30, ood_array_30, all_ood_30, all_ood_20),
-each the mean of per-cell exact-match accuracies (docs/official-code.md §7.7). `--seeds` groups models that differ
-only in their training seed and prints the mean and spread over seeds instead. RESULTS is a results
-directory, a sweep root (holding `results/`) or a storage root holding several sweeps, as for `dashboard`.
+each the mean of per-cell exact-match accuracies (docs/official-code.md §7.7). `--seeds` groups
+models that differ only in their training seed and prints the mean and spread over seeds instead.
+RESULTS is a results directory, a sweep root (holding `results/`) or a storage root holding several
+sweeps, as for `dashboard`.
 
-Where the results are a figure's sweep, the table is followed by that figure's `Conclusion:` line: its
-claim (`abacus_ray/figures/`) shown, contradicted or not shown at this scale, with the numbers and
-intervals that decide it. Of a storage root, a Markdown table follows instead, one row per sweep:
-sweep, figure, claim, verdict, evidence, scale (the preset in its `sweep.json`), trials (models
-evaluated / trials declared).
+Where the results are a figure's sweep, the table is followed by that figure's `Conclusion:` line:
+its claim (`abacus_ray/figures/`) shown, contradicted or not shown at this scale, with the numbers
+and intervals that decide it. Of a storage root, a Markdown table follows instead, one row per
+sweep: sweep, figure, claim, verdict, evidence, scale (the preset in its `sweep.json`), trials
+(models evaluated / trials declared).
 """
 
 from __future__ import annotations
@@ -39,21 +40,33 @@ FIG10 = "fig10_k"
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("summary", help="print region means per model from an eval results directory",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results", metavar="RESULTS", help="results directory, sweep root or storage root: a path or an object-store URI (s3://, gs://)")
+    p = subparsers.add_parser(
+        "summary",
+        help="print region means per model from an eval results directory",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "results",
+        metavar="RESULTS",
+        help="results directory, sweep root or storage root: a path or an "
+             "object-store URI (s3://, gs://)",
+    )
     p.add_argument("--label", action="append", default=None, metavar="COL",
-                   help="config column to show per model (repeatable; default: name, model.positions)")
+                   help="config column to show per model (repeatable; default: "
+                        "name, model.positions)")
     p.add_argument("--seeds", action="store_true",
-                   help="mean, std, min, max over training seeds of models sharing every other label")
+                   help="mean, std, min, max over training seeds of models "
+                        "sharing every other label")
     p.add_argument("--diagonal", action="store_true",
-                   help="add, per model, the i = j diagonal's reach (longest length at >= 90 %%) and the length "
-                        "from which every longer diagonal cell is 0 %% (Fig. 10)")
+                   help="add, per model, the i = j diagonal's reach (longest length at >= 90 %%) "
+                        "and the length from which every longer diagonal cell is 0 %% (Fig. 10)")
     p.add_argument("--fig10", action="store_true",
-                   help="Fig. 10's view of Abacus models that differ in model.max_k: one row per model ordered by k, "
-                        "ID and OOD with 95 %% Wilson intervals, reach, 0 %% from, where the trained positions end, "
-                        "then Fig. 10's 'Conclusion (Fig. 10): ...' line, which compares the offsets only where "
-                        "their 95 %% intervals separate")
+                   help="Fig. 10's view of Abacus models that differ in model.max_k: one row "
+                        "per model ordered by k, ID and OOD with 95 %% Wilson intervals, reach, "
+                        "0 %% from, where the trained positions end, then Fig. 10's 'Conclusion "
+                        "(Fig. 10): ...' line, which compares the offsets only where their 95 "
+                        "%% intervals separate")
     p.set_defaults(func=handler)
 
 
@@ -65,12 +78,14 @@ def read_places(results: Location) -> tuple[pd.DataFrame, list[tuple[Location, p
     places = [(d, t.to_pandas()) for d, t in tables]
     if len(places) == 1:
         return places[0][1], places
-    return pa.concat_tables([t for _, t in tables], promote_options="permissive").to_pandas(), places
+    return pa.concat_tables(
+        [t for _, t in tables], promote_options="permissive"
+    ).to_pandas(), places
 
 
 def claim_for(sweep: str | None, cells: pd.DataFrame) -> Claim | None:
-    """The figure claim that a sweep's rows answer: the claim of the figure named `sweep`, else of the
-    sweep the rows name (`name` = NAME/trial); None where no figure claims them."""
+    """The figure claim that a sweep's rows answer: the claim of the figure named `sweep`, else of
+    the sweep the rows name (`name` = NAME/trial); None where no figure claims them."""
     names = [sweep] if sweep else []
     if "name" in cells.columns:
         names += sorted({str(n).split("/")[0] for n in cells["name"].dropna()})
@@ -78,7 +93,8 @@ def claim_for(sweep: str | None, cells: pd.DataFrame) -> Claim | None:
 
 
 def verdict(results: Location, cells: pd.DataFrame) -> Verdict | None:
-    """The verdict of the figure claim that `results` answer, or None where no figure claims them."""
+    """The verdict of the figure claim that `results` answer, or None where
+    no figure claims them."""
     sweep = SweepDir.holding(results)
     claim = claim_for(sweep.name if sweep is not None else None, cells)
     return judge(claim, cells) if claim is not None else None
@@ -104,7 +120,8 @@ def _sweep_record(results: Location) -> dict | None:
 
 
 def scale_of(record: dict | None, cells: pd.DataFrame) -> str:
-    """The preset a sweep ran at: its `sweep.json`'s, else the preset whose model width the rows have."""
+    """The preset a sweep ran at: its `sweep.json`'s, else the preset whose
+    model width the rows have."""
     if record and record.get("preset"):
         return str(record["preset"])
     widths = set(cells["model.hidden"].dropna()) if "model.hidden" in cells.columns else set()
@@ -114,16 +131,24 @@ def scale_of(record: dict | None, cells: pd.DataFrame) -> str:
 
 def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
     """A Markdown table, one row per sweep: what its figure claims and what its results decide."""
-    lines = ["| sweep | figure | claim | verdict | evidence | scale | trials |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| sweep | figure | claim | verdict | evidence | scale | trials |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for results, cells in places:
         record = _sweep_record(results)
         sweep = SweepDir.holding(results)
         name = sweep.name if sweep is not None else str(results)
         found = verdict(results, cells)
         models = cells["model_id"].nunique()
-        trials = f"{models}/{len(record['trials'])}" if record and record.get("trials") else str(models)
-        row = ([name, found.claim.figure, found.claim.text, found.verdict, found.evidence] if found else
-               [name, "-", "no figure claims this sweep", "-", "-"]) + [scale_of(record, cells), trials]
+        trials = (
+            f"{models}/{len(record['trials'])}" if record and record.get("trials") else str(models)
+        )
+        row = (
+            [name, found.claim.figure, found.claim.text, found.verdict, found.evidence]
+            if found
+            else [name, "-", "no figure claims this sweep", "-", "-"]
+        ) + [scale_of(record, cells), trials]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
     return "\n".join(lines)
 
@@ -145,7 +170,8 @@ def handler(args: argparse.Namespace) -> int:
     results = storage.probe(args.results, "RESULTS", write=False)
     cells, places = read_places(results)
     top = results.path.rstrip("/")
-    several = len(places) > 1 or places[0][0].parent.parent.path.rstrip("/") == top  # a storage root
+    # a storage root
+    several = len(places) > 1 or places[0][0].parent.parent.path.rstrip("/") == top
     if args.fig10:
         table = offset_table(cells)
         print(format_offset_table(table))
@@ -166,7 +192,9 @@ def handler(args: argparse.Namespace) -> int:
         table = summary_table(cells, labels)
         if args.diagonal:
             reach = diagonal_reach(cells)
-            on = [k for k in reach.columns if k in table.columns and k not in ("reach", "zero_from")]
+            on = [
+                k for k in reach.columns if k in table.columns and k not in ("reach", "zero_from")
+            ]
             table = table.merge(reach[[*on, "reach", "zero_from"]], on=on, how="left")
             for col in ("reach", "zero_from"):
                 table[col] = [("-" if pd.isna(v) else str(int(v))) for v in table[col]]

@@ -2,10 +2,11 @@
 evaluated through Ray Data into Parquet, then drawn as dashboards.
 
 NAME is a figure (`fig10_k`: its sweep ships in `abacus_ray/figures/`) or the path of a sweep file.
-`python sweeps/fig10_k.py [flags]` (also under `ray job submit`) is the same command. `--dry-run` prints
-the expanded trials, each with its full resolved config, and starts nothing: check a sweep here before
-spending GPU-hours on it (it checks what the real run checks before Ray starts, `--storage` probed
-included). Every flag is validated before Ray is imported or started: bad input costs no cluster time.
+`python sweeps/fig10_k.py [flags]` (also under `ray job submit`) is the same command. `--dry-run`
+prints the expanded trials, each with its full resolved config, and starts nothing: check a sweep
+here before spending GPU-hours on it (it checks what the real run checks before Ray starts,
+`--storage` probed included). Every flag is validated before Ray is imported or started: bad input
+costs no cluster time.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from abacus_ray import figures, storage
-from abacus_ray.cli import ArgumentParser, check_num_cpus, guarded, leave_working_dir, one_line, parse_args
+from abacus_ray.cli import (
+    ArgumentParser,
+    check_num_cpus,
+    guarded,
+    leave_working_dir,
+    one_line,
+    parse_args,
+)
 from abacus_ray.config.dicts import parse_set
 from abacus_ray.evaluation.grids import Grid, resolve_grid_names
 from abacus_ray.sweep import Search, Sweep, Trial, best_point
@@ -29,9 +37,12 @@ from abacus_ray.training.budget import budget_terms
 
 
 def available() -> list[str]:
-    """The sweep names `abacus-ray sweep NAME` takes: every figure, and the sweep files in ./sweeps."""
+    """The sweep names `abacus-ray sweep NAME` takes: every figure, and the
+    sweep files in ./sweeps."""
     own = Path.cwd() / "sweeps"
-    files = {p.stem for p in own.glob("*.py") if not p.name.startswith("_")} if own.is_dir() else set()
+    files = (
+        {p.stem for p in own.glob("*.py") if not p.name.startswith("_")} if own.is_dir() else set()
+    )
     return sorted(set(figures.names()) | files)
 
 
@@ -40,8 +51,9 @@ def _names_a_file(name: str) -> bool:
 
 
 def load_sweep(name: str) -> Sweep:
-    """The sweep `name` names: a figure (`fig10_k`, from `abacus_ray.figures`), or a sweep file, a Python
-    file declaring `SWEEP = Sweep(...)`: a path or file:// URI, or NAME.py in ./sweeps (the user's own)."""
+    """The sweep `name` names: a figure (`fig10_k`, from `abacus_ray.figures`), or a sweep file, a
+    Python file declaring `SWEEP = Sweep(...)`: a path or file:// URI, or NAME.py in
+    ./sweeps (the user's own)."""
     sweep = None if _names_a_file(name) else figures.figure(name)
     if sweep is not None:
         return sweep
@@ -50,14 +62,14 @@ def load_sweep(name: str) -> Sweep:
     else:
         path = Path.cwd() / "sweeps" / f"{name}.py"
         if not path.is_file():
-            raise ValueError(f"NAME: no sweep named {name!r}; choose one of {', '.join(available())} or give the "
-                             "path of a sweep file")
+            raise ValueError(f"NAME: no sweep named {name!r}; choose one of "
+                             f"{', '.join(available())} or give the path of a sweep file")
     if not path.is_file():
         raise storage.not_a_file(path, "no such sweep file", "a sweep file")
     storage.check_regular_file(storage.resolve(str(path)), storage.MAX_TEXT_BYTES)  # kilobytes
     if path.suffix != ".py":
-        raise ValueError(f"NAME: {path} is not a sweep file (a Python file declaring SWEEP = Sweep(...), e.g. "
-                         "sweeps/fig10_k.py)")
+        raise ValueError(f"NAME: {path} is not a sweep file (a Python file declaring SWEEP = "
+                         "Sweep(...), e.g. sweeps/fig10_k.py)")
     sweep = getattr(_run_sweep_file(path), "SWEEP", None)
     if not isinstance(sweep, Sweep):
         raise ValueError(f"{path}: declares no SWEEP = Sweep(...)")
@@ -65,8 +77,8 @@ def load_sweep(name: str) -> Sweep:
 
 
 def _run_sweep_file(path: Path) -> object:
-    """Run a sweep file (it is code, like a Makefile) for its module; one that does not run is one line
-    naming the file (and the line of a syntax error), not a traceback."""
+    """Run a sweep file (it is code, like a Makefile) for its module; one that does not run is one
+    line naming the file (and the line of a syntax error), not a traceback."""
     spec = importlib.util.spec_from_file_location(f"abacus_ray_sweep_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -74,46 +86,81 @@ def _run_sweep_file(path: Path) -> object:
     except SyntaxError as e:
         raise ValueError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
     except Exception as e:  # whatever a sweep file raises is the file's fault: one line
-        raise ValueError(f"{path}: does not run: {type(e).__name__}: {one_line(str(e))[:300]}") from None
+        raise ValueError(
+            f"{path}: does not run: {type(e).__name__}: {one_line(str(e))[:300]}"
+        ) from None
     return module
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("sweep", help="run one paper figure's sweep: train, evaluate, dashboards",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                              epilog=f"sweeps: {', '.join(available())}")
-    p.add_argument("sweep", metavar="NAME", help="a figure's sweep (e.g. fig10_k) or the path of a sweep file")
-    p.add_argument("flags", nargs=argparse.REMAINDER, help="the sweep's flags; see abacus-ray sweep NAME --help")
+    p = subparsers.add_parser(
+        "sweep",
+        help="run one paper figure's sweep: train, evaluate, dashboards",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"sweeps: {', '.join(available())}",
+    )
+    p.add_argument(
+        "sweep", metavar="NAME", help="a figure's sweep (e.g. fig10_k) or the path of a sweep file"
+    )
+    p.add_argument(
+        "flags",
+        nargs=argparse.REMAINDER,
+        help="the sweep's flags; see abacus-ray sweep NAME --help",
+    )
     p.set_defaults(func=handler)
 
 
 def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     p = ArgumentParser(prog=f"abacus-ray sweep {sweep.name}", description=sweep.caption)
     p.add_argument("--preset", choices=["tiny", "paper"], default="tiny",
-                   help="tiny: CPU-minutes per model on a laptop; paper: the paper's setting (GPU cluster)")
-    p.add_argument("--seeds", type=int, default=None, help="training seeds per configuration (default: the figure's)")
+                   help="tiny: CPU-minutes per model on a laptop; paper: the paper's "
+                        "setting (GPU cluster)")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="training seeds per configuration (default: the figure's)",
+    )
     p.add_argument("--budget-hours", type=float, default=None,
-                   help="a wall-clock limit per trial in device-hours: wall hours x devices (GPU-hours on GPUs), "
-                        "so 24 on 8 workers stops after 3 wall-hours; the paper preset's budget is in A4000-hours "
-                        "of model FLOPs (train.budget_a4000_hours), the same samples on any GPU")
+                   help="a wall-clock limit per trial in device-hours: wall hours x devices "
+                        "(GPU-hours on GPUs), so 24 on 8 workers stops after 3 wall-hours; the "
+                        "paper preset's budget is in A4000-hours of model FLOPs "
+                        "(train.budget_a4000_hours), the same samples on any GPU")
     p.add_argument("--storage", default="results",
-                   help="where trials, checkpoints and Parquet results go: a directory (one machine, or a mount every "
-                        "node sees) or an object store URI, s3://BUCKET/PREFIX (AWS credentials from the standard "
-                        "variables or ~/.aws; an S3-compatible server from AWS_ENDPOINT_URL or "
-                        "?endpoint_override=HOST:PORT&scheme=http) or gs://BUCKET/PREFIX; probed before Ray starts")
+                   help="where trials, checkpoints and Parquet results go: a directory (one "
+                        "machine, or a mount every node sees) or an object store URI, "
+                        "s3://BUCKET/PREFIX (AWS credentials from the standard variables or "
+                        "~/.aws; an S3-compatible server from AWS_ENDPOINT_URL or "
+                        "?endpoint_override=HOST:PORT&scheme=http) or gs://BUCKET/PREFIX; "
+                        "probed before Ray starts")
     p.add_argument("--address", default=None,
-                   help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray on 127.0.0.1)")
+                   help="Ray cluster address (default: $RAY_ADDRESS, else an embedded "
+                        "local Ray on 127.0.0.1)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra config override for every trial (repeatable), e.g. train.max_steps=100")
-    p.add_argument("--per-cell", type=int, default=None, help="problems per evaluation cell (default: the preset's)")
+                   help="extra config override for every trial (repeatable), "
+                        "e.g. train.max_steps=100")
+    p.add_argument(
+        "--per-cell",
+        type=int,
+        default=None,
+        help="problems per evaluation cell (default: the preset's)",
+    )
     p.add_argument("--grid", dest="grids", action="append", default=None,
                    help="evaluation grid name or spec (repeatable; default: the figure's grids)")
     p.add_argument("--max-trials", type=int, default=None,
                    help="run only the first N trials of the expansion (smoke tests)")
     for flag in sweep.flags:
-        p.add_argument(flag.name, default=None, help=f"{flag.help} (sets {flag.key}; a comma list sweeps it)")
+        p.add_argument(
+            flag.name, default=None, help=f"{flag.help} (sets {flag.key}; a comma list sweeps it)"
+        )
     if sweep.search is not None or sweep.tiny.search is not None or sweep.paper.search is not None:
-        p.add_argument("--samples", type=int, default=None, help="points the search tries (default: the sweep's)")
+        p.add_argument(
+            "--samples",
+            type=int,
+            default=None,
+            help="points the search tries (default: the sweep's)",
+        )
         p.add_argument("--grace-steps", type=int, default=None,
                        help="optimiser steps before ASHA may stop a trial (default: the sweep's)")
         p.add_argument("--confirm", action="store_true",
@@ -121,7 +168,8 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
                             f"finished search (its {SweepDir.SEARCH} under --storage) with several "
                             "seeds for each value of the compared axes, as the sweep NAME_confirm")
     p.add_argument("--dry-run", action="store_true",
-                   help="print the expanded trials (name, swept values, full resolved config) as JSON; start nothing")
+                   help="print the expanded trials (name, swept values, full resolved config) "
+                        "as JSON; start nothing")
     p.add_argument("--no-eval", action="store_true", help="train only")
     p.add_argument("--tracking", choices=("mlflow", "wandb", "none"), default="mlflow",
                    help="experiment tracking, one run per trial: mlflow (default; a SQLite store, "
@@ -130,9 +178,12 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
                         "printed); `mlflow ui --backend-store-uri sqlite:///PATH --host "
                         "127.0.0.1`), wandb (offline), none")
     p.add_argument("--tracking-uri", default=None, metavar="URI",
-                   help="an MLflow tracking server (http://HOST:PORT) to log to instead of the local SQLite store")
+                   help="an MLflow tracking server (http://HOST:PORT) to log to instead of "
+                        "the local SQLite store")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the dashboards")
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray (default: all)")
+    p.add_argument(
+        "--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray (default: all)"
+    )
     return p
 
 
@@ -141,7 +192,9 @@ def confirmation(sweep: Sweep, args: argparse.Namespace, loc: storage.Location) 
     (the probed `--storage`) as a plain sweep to retrain."""
     path = SweepDir(loc, sweep.name).search
     if not storage.is_file(path):
-        raise FileNotFoundError(2, f"no finished search of {sweep.name} to confirm (run it first)", str(path))
+        raise FileNotFoundError(
+            2, f"no finished search of {sweep.name} to confirm (run it first)", str(path)
+        )
     return sweep.confirmation(args.preset, best_point(storage.read_parquet(path).to_pylist()))
 
 
@@ -150,12 +203,17 @@ def search_of(sweep: Sweep, args: argparse.Namespace) -> Search | None:
     search = sweep.search_for(args.preset)
     if search is None:
         return None
-    changed = {k: v for k, v in (("samples", args.samples), ("grace_steps", args.grace_steps)) if v is not None}
+    changed = {
+        k: v
+        for k, v in (("samples", args.samples), ("grace_steps", args.grace_steps))
+        if v is not None
+    }
     return dataclasses.replace(search, **changed)
 
 
 def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None) -> list[Trial]:
-    """The sweep's trials under the parsed flags (validated; no Ray): a search's picked points in order."""
+    """The sweep's trials under the parsed flags (validated; no Ray): a search's
+    picked points in order."""
     overrides: dict[str, Any] = dict(parse_set(s) for s in args.overrides)
     if args.budget_hours is not None:
         overrides["train.budget_hours"] = args.budget_hours
@@ -167,7 +225,8 @@ def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None)
         if value is not None:
             axes[flag.key] = [v.strip() for v in value.split(",") if v.strip()]
             if not axes[flag.key]:
-                raise ValueError(f"{flag.name}: no value in {value!r}; give one value or a comma list")
+                raise ValueError(f"{flag.name}: no value in {value!r}; give one "
+                                 "value or a comma list")
     trials = sweep.expand(args.preset, seeds=args.seeds, overrides=overrides, axes=axes,
                           grids=tuple(args.grids) if args.grids else None)
     if not trials:
@@ -188,16 +247,18 @@ def eval_grids(trials: list[Trial]) -> dict[tuple[str, ...], list[Grid]]:
 
 
 def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
-    """What the real run checks before Ray starts, `--dry-run` included: CPUs, tracking, and `--storage`
-    probed (a small write, list and delete), so that a dry run passes only where the run could start.
-    The memory check of an embedded Ray's trials is the real run's alone (a dry run on a laptop may
-    well describe a cluster's sweep)."""
+    """What the real run checks before Ray starts, `--dry-run` included: CPUs, tracking, and
+    `--storage` probed (a small write, list and delete), so that a dry run passes only where the run
+    could start. The memory check of an embedded Ray's trials is the real run's alone (a dry run on
+    a laptop may well describe a cluster's sweep)."""
     check_num_cpus(parsed.num_cpus)
     if parsed.tracking == "wandb" and importlib.util.find_spec("wandb") is None:
         raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)")
-    if parsed.tracking_uri is not None and (parsed.tracking != "mlflow" or "://" not in parsed.tracking_uri):
-        raise ValueError(f"--tracking-uri: {storage.safe_uri(parsed.tracking_uri)!r} is not an MLflow server URI "
-                         "(http://HOST:PORT) or --tracking is not mlflow")
+    if parsed.tracking_uri is not None and (
+        parsed.tracking != "mlflow" or "://" not in parsed.tracking_uri
+    ):
+        raise ValueError(f"--tracking-uri: {storage.safe_uri(parsed.tracking_uri)!r} is not an "
+                         "MLflow server URI (http://HOST:PORT) or --tracking is not mlflow")
     _check_address(parsed.address)
     return storage.probe(parsed.storage, "--storage")  # one line and exit 2 for bad storage
 
@@ -226,13 +287,30 @@ def _check_address(address: str | None) -> None:
         check_address(os.environ["RAY_ADDRESS"], "--address (from RAY_ADDRESS)")
 
 
-def dry_run(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, trials: list[Trial]) -> int:
-    print(json.dumps({"sweep": sweep.name, "caption": sweep.caption, "preset": parsed.preset,
-                      "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
-                      "search": dataclasses.asdict(search) if search else None,
-                      "trials": [{"name": t.name, "params": t.params, "budget": budget_terms(t.config, t.config.cluster.workers),
-                                  "config": t.config.to_dict()} for t in trials]},
-                     indent=2))
+def dry_run(
+    sweep: Sweep, parsed: argparse.Namespace, search: Search | None, trials: list[Trial]
+) -> int:
+    print(
+        json.dumps(
+            {
+                "sweep": sweep.name,
+                "caption": sweep.caption,
+                "preset": parsed.preset,
+                "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
+                "search": dataclasses.asdict(search) if search else None,
+                "trials": [
+                    {
+                        "name": t.name,
+                        "params": t.params,
+                        "budget": budget_terms(t.config, t.config.cluster.workers),
+                        "config": t.config.to_dict(),
+                    }
+                    for t in trials
+                ],
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -256,10 +334,12 @@ def run(sweep: Sweep, argv: list[str]) -> int:
     loc = loc or check_before_ray(parsed)
     if parsed.dry_run:
         return dry_run(sweep, parsed, search, trials)
-    if parsed.address is None and not os.environ.get("RAY_ADDRESS"):  # the embedded Ray: trials train here
+    # the embedded Ray: trials train here
+    if parsed.address is None and not os.environ.get("RAY_ADDRESS"):
         import torch
 
-        from abacus_ray.training.loop import check_fits_here  # heavy: torch, only for a run that trains here
+        # heavy: torch, only for a run that trains here
+        from abacus_ray.training.loop import check_fits_here
 
         gpus = torch.cuda.device_count()  # what the embedded Ray finds, as the driver will decide
         check_fits_here([t.config.replace(cluster=t.config.cluster.resolved(gpus)) for t in trials])
@@ -270,7 +350,8 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
                loc: storage.Location, grids: dict[tuple[str, ...], list[Grid]]) -> int:
     """Train and evaluate the trials on Ray under `loc` (the probed `--storage`) on `grids`, then
     build the dashboard."""
-    from abacus_ray.cluster.driver import failure_line, run_sweep  # heavy: Ray, only once a sweep really runs
+    # heavy: Ray, only once a sweep really runs
+    from abacus_ray.cluster.driver import failure_line, run_sweep
     from abacus_ray.plan import cpu_price_words
 
     if parsed.address is not None:  # joined before the sweep's directory is made
@@ -288,7 +369,7 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
                       price=cpu_price_words)  # trials on CPUs: their cost in the first line
     if not parsed.no_dashboard and storage.is_dir(dirs.results):
         from abacus_ray.cli.summary import claim_for  # the figure's claim, for the index's verdict
-        from dashboards.build import build_site  # heavy: pandas and plotly, only for a finished sweep
+        from dashboards.build import build_site  # heavy: pandas and plotly, for a finished sweep
 
         site = build_site(dirs.results, dirs.dashboard, claim_for)
         print(f"{sweep.name}: dashboard {site}", file=sys.stderr)
@@ -306,6 +387,6 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
 
 
 def main(sweep: Sweep, argv: list[str] | None = None) -> int:
-    """`python sweeps/NAME.py [flags]`: run `sweep` itself, under the command line's error contract (one
-    line, exit 2), exactly as `abacus-ray sweep NAME [flags]` runs it."""
+    """`python sweeps/NAME.py [flags]`: run `sweep` itself, under the command line's error contract
+    (one line, exit 2), exactly as `abacus-ray sweep NAME [flags]` runs it."""
     return guarded("sweep", lambda: run(sweep, sys.argv[1:] if argv is None else argv))

@@ -3,8 +3,8 @@
 Checkpoints go to `--out DIR` as numbered directories `DIR/step-NNNNNNNNN/` (the newest two are
 kept; the highest is the latest). `--resume` continues from DIR's latest checkpoint with the config
 stored there (plus any `--set` overrides, e.g. a longer `train.max_steps`); without it, DIR must not
-hold checkpoints yet. A progress line (samples/s, loss, budget spent, ETA) goes to stderr: updated in
-place on a terminal, one line per report otherwise. The final checkpoint path and model id go to
+hold checkpoints yet. A progress line (samples/s, loss, budget spent, ETA) goes to stderr: updated
+in place on a terminal, one line per report otherwise. The final checkpoint path and model id go to
 stdout.
 """
 
@@ -21,14 +21,19 @@ from abacus_ray.cli import CLIError, add_config_args, check_device, config_from_
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("train", help="train a model (budgeted, checkpointed, resumable)", description=__doc__)
+    p = subparsers.add_parser(
+        "train", help="train a model (budgeted, checkpointed, resumable)", description=__doc__
+    )
     add_config_args(p)
     p.add_argument("--out", required=True, metavar="DIR",
-                   help="checkpoint directory (step-* subdirectories), or an object-store URI (s3://, gs://): "
-                        "checkpoints are then written locally and copied up")
+                   help="checkpoint directory (step-* subdirectories), or an object-store URI "
+                        "(s3://, gs://): checkpoints are then written locally and copied up")
     p.add_argument("--resume", action="store_true",
-                   help="continue from DIR's latest checkpoint and its stored config (--set still applies)")
-    p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda or cuda:N")
+                   help="continue from DIR's latest checkpoint and its stored config "
+                        "(--set still applies)")
+    p.add_argument(
+        "--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda or cuda:N"
+    )
     p.set_defaults(func=handler)
 
 
@@ -43,10 +48,16 @@ def _clock(seconds: float | None) -> str:
 
 def progress_text(m: dict) -> str:
     """One human line of a training report."""
-    parts = [f"step {m['step']:,}", f"{m['samples']:,} samples", f"{m['samples_per_s']:,.0f} samples/s",
-             f"loss {m['loss']:.4f}", f"lr {m['lr']:.2e}", f"batch {m['batch_size']}",
-             f"budget {100 * min(m['budget_fraction'], 1.0):.1f}% ({m['device_hours']:.4f} device-h)",
-             f"ETA {_clock(m['eta_s'])}"]
+    parts = [
+        f"step {m['step']:,}",
+        f"{m['samples']:,} samples",
+        f"{m['samples_per_s']:,.0f} samples/s",
+        f"loss {m['loss']:.4f}",
+        f"lr {m['lr']:.2e}",
+        f"batch {m['batch_size']}",
+        f"budget {100 * min(m['budget_fraction'], 1.0):.1f}% ({m['device_hours']:.4f} device-h)",
+        f"ETA {_clock(m['eta_s'])}",
+    ]
     if "mfu" in m:
         parts.append(f"MFU {100 * m['mfu']:.1f}%")
     return " | ".join(parts)
@@ -100,21 +111,25 @@ class Mirror:
 
 
 def budget_in_words(p: dict) -> list[str]:
-    """A budget's terms (`training.budget.budget_terms`) in words, e.g. ["24 A4000-h = 5.6e7 samples", "1000 device-h"]."""
+    """A budget's terms (`training.budget.budget_terms`) in words, e.g. ["24 A4000-h = 5.6e7
+    samples", "1000 device-h"]."""
     out = []
     if p["a4000_hours"] is not None:
-        out.append(f"{p['a4000_hours']:g} A4000-h = {p['model_flops']:.3g} model FLOPs = {p['samples']:,} samples")
+        out.append(f"{p['a4000_hours']:g} A4000-h = {p['model_flops']:.3g} model FLOPs = "
+                   f"{p['samples']:,} samples")
     elif p["samples"] is not None:
         out.append(f"{p['samples']:,} samples")
     if p["optimizer_steps"] is not None:
         out.append(f"{p['optimizer_steps']:,} steps")
     if p["device_hours"] is not None:
-        out.append(f"{p['device_hours']:g} device-h = {p['wall_hours']:g} wall-h on {p['workers']} device(s)")
+        out.append(f"{p['device_hours']:g} device-h = {p['wall_hours']:g} wall-h on "
+                   f"{p['workers']} device(s)")
     return out
 
 
 def handler(args: argparse.Namespace) -> int:
-    # heavy: torch (checkpoints, budget and loop load it), with the command, not at `abacus-ray --help`
+    # heavy: torch (checkpoints, budget and loop load it), with the command,
+    # not at `abacus-ray --help`
     from abacus_ray.model.checkpoint import (
         STATE_FILE,
         check_train_state,
@@ -125,23 +140,26 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.training.budget import budget_terms
     from abacus_ray.training.loop import check_fits, train
 
-    loc = storage.probe(args.out, "--out")  # a directory or an object-store URI, before any training
-    # On object storage the loop writes into a local staging directory and each checkpoint is copied up.
+    # a directory or an object-store URI, before any training
+    loc = storage.probe(args.out, "--out")
+    # On object storage the loop writes into a local staging directory and
+    # each checkpoint is copied up.
     out = loc.as_path() if loc.local else Path(tempfile.mkdtemp(prefix="abacus-train-"))
     latest = latest_checkpoint(out if loc.local else loc)
     if args.resume:
         if latest is None:
             raise CLIError(f"--resume: no checkpoint under {loc}")
-        # Every file of the checkpoint is checked before anything is printed or trained: weights-only,
-        # hash and shapes (`load_checkpoint`), and a training state that holds what resuming reads.
+        # Every file of the checkpoint is checked before anything is printed or trained:
+        # weights-only, hash and shapes (`load_checkpoint`), and a training state that
+        # holds what resuming reads.
         resumed = load_checkpoint(latest)
         check_train_state(resumed.state, latest / STATE_FILE)
         cfg = resumed.config.with_overrides(args.overrides)
         del resumed
     else:
         if latest is not None:
-            raise CLIError(f"--out: {loc} already holds checkpoints (latest {latest.name}); pass --resume to "
-                           "continue it or choose another directory")
+            raise CLIError(f"--out: {loc} already holds checkpoints (latest {latest.name}); pass "
+                           "--resume to continue it or choose another directory")
         cfg = config_from_args(args)
     device = check_device(args.device)
     if cfg.cluster.use_gpu is None:  # auto: the config records where --device put the run
@@ -149,8 +167,8 @@ def handler(args: argparse.Namespace) -> int:
     check_fits(cfg, device)  # before the first line is printed: a refusal is the only line
     m, t = cfg.model, cfg.task
     limits = budget_in_words(budget_terms(cfg))
-    print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} {m.positions}, "
-          f"on {device}; budget {'; '.join(limits)}"
+    print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} "
+          f"{m.positions}, on {device}; budget {'; '.join(limits)}"
           + (f"; resuming {latest}" if args.resume else ""), file=sys.stderr, flush=True)
     report = ProgressLine(sys.stderr) if loc.local else Mirror(ProgressLine(sys.stderr), loc)
     result = train(cfg, device, report=report, checkpoint_dir=out,
@@ -160,11 +178,19 @@ def handler(args: argparse.Namespace) -> int:
         if diverged is None:
             report.copy(result.checkpoint)
         storage.delete(storage.on_disk(out), quiet=True)  # the local staging copy
-    if diverged is not None:  # the loop saved nothing of the spoiled weights; earlier checkpoints stand
+    # the loop saved nothing of the spoiled weights; earlier checkpoints stand
+    if diverged is not None:
         last = latest_checkpoint(loc)
-        kept = f"the last checkpoint is {last}" if last is not None else "no checkpoint was written before"
-        print(f"train: diverged at step {diverged} (its loss or gradient norm was not finite); the weights were "
-              f"not updated or saved, {kept}; lower train.lr or change the config", file=sys.stderr)
+        kept = (
+            f"the last checkpoint is {last}"
+            if last is not None
+            else "no checkpoint was written before"
+        )
+        print(
+            f"train: diverged at step {diverged} (its loss or gradient norm was not finite); the "
+            f"weights were not updated or saved, {kept}; lower train.lr or change the config",
+            file=sys.stderr,
+        )
         return 1
     print(f"checkpoint: {result.checkpoint if loc.local else loc / Path(result.checkpoint).name}")
     print(f"model_id: {result.model_id}")
