@@ -1,13 +1,15 @@
 """The main job on Ray: a Tune sweep of Train trials, then Ray Data grid evaluation into Parquet.
 
-`{storage}` is a `abacus_ray.storage.Location`: a local directory (one machine, or a mount every node
+`{storage}` is a `abacus_ray.storage.Location`: a local directory (one
+machine, or a mount every node
 sees: checked by `cluster/shared_dir.py`) or an object-store URI, handed to Tune and Train as their
 `storage_path` + `storage_filesystem`. The files and folders under `{storage}/{sweep}/` are named by
 `abacus_ray.sweep_dir.SweepDir` (`sweep.json`, `tune/`, `train/`, `results/`, ...). Rerunning the
 same command resumes: finished trials are kept, unfinished ones continue from their latest
-checkpoint, and only missing cells are evaluated. The trials arrive expanded (`abacus_ray.sweep.Sweep.expand`); each one's
-`ExperimentConfig` object travels to its trial and its evaluation unchanged, once an unset
-`cluster.use_gpu` is decided by the cluster's GPUs (`cluster/devices.py`).
+checkpoint, and only missing cells are evaluated. The trials arrive expanded
+(`abacus_ray.sweep.Sweep.expand`); each one's `ExperimentConfig` object travels to its trial and its
+evaluation unchanged, once an unset `cluster.use_gpu` is decided by the cluster's GPUs
+(`cluster/devices.py`).
 """
 
 from __future__ import annotations
@@ -49,15 +51,16 @@ MAX_TRIAL_FAILURES = 3  # a trial whose driver died (its node lost) restarts, re
 
 
 def trial_resources(cfg: ExperimentConfig) -> tune.PlacementGroupFactory:
-    """What the Tune trial itself holds: a TorchTrainer trial's driver only waits on its workers (their
-    placement group is Ray Train's); a `function` trial is the worker."""
+    """What the Tune trial itself holds: a TorchTrainer trial's driver only waits on its workers
+    (their placement group is Ray Train's); a `function` trial is the worker."""
     if cfg.cluster.trainer == "torch":
         return tune.PlacementGroupFactory([{"CPU": DRIVER_CPU}])
     return tune.PlacementGroupFactory([worker_bundle(cfg.cluster)])
 
 
 def _check_same_sweep(dirs: SweepDir, spec: dict[str, Any]) -> None:
-    """Refuse a `--storage` whose sweep.json records another sweep (what counts: `config.identity`)."""
+    """Refuse a `--storage` whose sweep.json records another sweep (what
+    counts: `config.identity`)."""
     path = dirs.spec
     if storage.exists(path):
         change = sweep_change(json.loads(storage.read_text(path)), spec)
@@ -70,10 +73,15 @@ def _check_same_sweep(dirs: SweepDir, spec: dict[str, Any]) -> None:
 
 
 def failure_reason(error: BaseException) -> str:
-    """A trial's error in a few words: its type and first line (Ray's memory monitor: OutOfMemoryError)."""
+    """A trial's error in a few words: its type and first line (Ray's memory
+    monitor: OutOfMemoryError)."""
     first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
     cause = error.__cause__ or error.__context__
-    kind = type(cause).__name__ if type(error).__name__ in ("TuneError", "RayTaskError") and cause else type(error).__name__
+    kind = (
+        type(cause).__name__
+        if type(error).__name__ in ("TuneError", "RayTaskError") and cause
+        else type(error).__name__
+    )
     return f"{kind}: {first[:100]}" if first else kind
 
 
@@ -88,22 +96,23 @@ def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
     parts = []
     if trials:
         named = "; ".join(f"{run} ({why})" for run, why in sorted(trials.items()))
-        parts.append(f"{len(trials)} of {total} trial(s) failed: {named}; the others finished. Rerun the same "
-                     "command to retry them (finished trials are kept)")
-    if diverged:  # a rerun would diverge again (a run is a pure function of its config): a config to change
+        parts.append(f"{len(trials)} of {total} trial(s) failed: {named}; the others finished. "
+                     "Rerun the same command to retry them (finished trials are kept)")
+    # a rerun would diverge again (a run is a pure function of its config): a config to change
+    if diverged:
         named = "; ".join(f"{run} ({why})" for run, why in sorted(diverged.items()))
-        parts.append(f"{len(diverged)} of {total} trial(s) diverged (loss not finite; not scored): {named}; "
-                     "a lower train.lr or another config is needed")
+        parts.append(f"{len(diverged)} of {total} trial(s) diverged (loss not finite; not scored): "
+                     f"{named}; a lower train.lr or another config is needed")
     if EVALUATION in failures:
-        parts.append(f"evaluation stopped ({failures[EVALUATION]}); rerun the same command to evaluate the "
-                     "missing cells")
+        parts.append(f"evaluation stopped ({failures[EVALUATION]}); rerun the same command to "
+                     "evaluate the missing cells")
     return f"{name}: " + "; ".join(parts)
 
 
 def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConfig], dirs: SweepDir,
            tracking: str, search: Search | None, home: Path | str, limit: int) -> tune.Tuner:
-    """A new Tuner over the expanded points (at most `limit` at once), or the sweep's own restored from
-    its storage."""
+    """A new Tuner over the expanded points (at most `limit` at once), or the sweep's own restored
+    from its storage."""
     train_path, fs = dirs.train.ray_storage  # RAY: Train's storage_path + storage_filesystem
     trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
         tune.with_parameters(run_trial, configs=by_name, train_path=train_path, filesystem=fs),
@@ -113,8 +122,9 @@ def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConf
         print(f"{name}: resuming {exp}", file=sys.stderr)
         return tune.Tuner.restore(exp.path, trainable, resume_errored=True,  # RAY: resume the sweep
                                   storage_filesystem=fs)
-    # RAY: one trial per expanded point. The param space holds the swept values themselves (the status
-    # table's columns); the searcher replays exactly the points, and each trial finds its config by `run`.
+    # RAY: one trial per expanded point. The param space holds the swept values themselves (the
+    # status table's columns); the searcher replays exactly the points, and each trial
+    # finds its config by `run`.
     points = [{"run": t.name, **t.params} for t in trials]
     choices: dict[str, list[Any]] = {}
     for p in points:
@@ -128,7 +138,8 @@ def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConf
             scheduler=scheduler(search, trials) if search is not None else None),  # RAY: ASHA
         run_config=tune.RunConfig(name=exp.name, storage_path=dirs.root.path, storage_filesystem=fs,
                                   verbose=1,
-                                  failure_config=tune.FailureConfig(max_failures=MAX_TRIAL_FAILURES),
+                                  failure_config=tune.FailureConfig(
+                                      max_failures=MAX_TRIAL_FAILURES),
                                   callbacks=tracking_callbacks(tracking, home, name, by_name)),
     )
 
@@ -239,7 +250,8 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
     search's table; end the trials' MLflow runs. Returns what became of every trial."""
     trials = resolve_devices(name, trials, price)  # before placement, sweep.json and any trial
     by_name = {t.name: t.config for t in trials}
-    limit = max_concurrency(list(by_name.values()))  # fails now, before anything is written, if a trial never fits
+    # fails now, before anything is written, if a trial never fits
+    limit = max_concurrency(list(by_name.values()))
     _check_same_sweep(dirs, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
     tuner = _tuner(name, trials, by_name, dirs, tracking, search, home, limit)
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
@@ -283,10 +295,10 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     the search's reports are written to its table; only trials that ran their whole budget are
     returned. A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by
     Ray's memory monitor, say) does not stop the others: it lands in `failures` (run name -> reason)
-    when given, else in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the MLflow store (a local
-    directory, or a server's URI), by default `SweepDir.tracking`. First, an unset
-    `cluster.use_gpu` becomes the cluster's choice on every trial, said in one line with `price`
-    (`cluster/devices.py`).
+    when given, else in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the
+    MLflow store (a local directory, or a server's URI), by default `SweepDir.tracking`. First, an
+    unset `cluster.use_gpu` becomes the cluster's choice on every trial, said in one line with
+    `price` (`cluster/devices.py`).
     """
     dirs = SweepDir.of(root)
     outcome = _train(name, preset_name, trials, dirs, tracking, search,
@@ -308,8 +320,8 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
     what it found (`SweepRun`: its directory, a local path or an object-store URI, every trial's
     status, the failures). Each finished trial is scored on its own config's `eval` settings, on
     `grids` (every trial's `eval.grids`, resolved once by the caller); trials with equal settings
-    share one Ray Data pass. A local storage directory must be one every node sees (`shared_dir`). MLflow logs
-    to `tracking_uri` when given, else to the sweep's own store (`SweepDir.tracking`).
+    share one Ray Data pass. A local storage directory must be one every node sees (`shared_dir`).
+    MLflow logs to `tracking_uri` when given, else to the sweep's own store (`SweepDir.tracking`).
 
     A trial that failed, or an evaluation stopped by lost actors, does not stop the others: the
     finished trials are still evaluated, and the caller says what failed (`failure_line`)."""
@@ -324,7 +336,8 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
     finished = list(outcome.finished.values())
     try:
         _evaluate(name, dirs, finished if evaluate else [], grids, eval_recurrences, tracking, home)
-    except ray.exceptions.RayError as e:  # RAY: evaluator actors lost on every attempt (memory monitor, nodes)
+    # RAY: evaluator actors lost on every attempt (memory monitor, nodes)
+    except ray.exceptions.RayError as e:
         failures[EVALUATION] = failure_reason(e)
     return SweepRun(dirs, dict(outcome.statuses), failures)
 
@@ -332,7 +345,8 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
 def _evaluate(name: str, dirs: SweepDir, finished: list[tuple[Source, ExperimentConfig]],
               grids: Mapping[tuple[str, ...], Sequence[Grid]], eval_recurrences: tuple[int, ...],
               tracking: str, home: Path | str) -> None:
-    """Score every finished trial on its own eval settings, then log the region means to its MLflow run."""
+    """Score every finished trial on its own eval settings, then log the region
+    means to its MLflow run."""
     if finished:
         groups: dict[Any, list[Source]] = {}
         for source, cfg in finished:
@@ -342,7 +356,10 @@ def _evaluate(name: str, dirs: SweepDir, finished: list[tuple[Source, Experiment
                 cfg_r = dataclasses.replace(eval_cfg, recurrences=r)
                 work = work_items(sources, list(grids[eval_cfg.grids]), cfg_r, dirs.results)
                 report = evaluate_on_ray(work, cfg_r, dirs.results)
-                print(f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
-                      f"{len(report.workers)} actor(s) in {report.seconds:.1f}s", file=sys.stderr)
+                print(
+                    f"{name}: evaluated {report.cells} cells ({report.skipped} already present) on "
+                    f"{len(report.workers)} actor(s) in {report.seconds:.1f}s",
+                    file=sys.stderr,
+                )
         if tracking == "mlflow":
             log_evaluation(home, name, finished, dirs.results)

@@ -1,12 +1,13 @@
-"""Where trials and evaluation actors go, checked against the cluster's nodes before anything starts.
+"""Where trials and evaluation actors go, checked against the cluster's
+nodes before anything starts.
 
 Ray waits forever for a placement group it cannot place, and a sweep whose trials can never fit
 (1-CPU nodes under 1-CPU workers, a GPU trial on a cluster without GPUs, more workers than CPUs)
 would hang without a word. So the driver checks every trial's request against the nodes that are
 alive, node by node (a worker's bundle must fit on one node), fails at once with one line naming the
 request and what the largest node offers, and caps how many trials run at once so that their
-drivers' small CPU slices never starve their workers (docs/guide.md, "On a Ray cluster"). While a sweep
-runs, `PendingWatch` says on the console when a placement group has waited longer than
+drivers' small CPU slices never starve their workers (docs/guide.md, "On a Ray cluster"). While a
+sweep runs, `PendingWatch` says on the console when a placement group has waited longer than
 `cluster.wait_warn_s`, with what is free: a cluster shared with other jobs can still make us wait.
 """
 
@@ -23,7 +24,8 @@ import ray
 
 from abacus_ray.config import ClusterConfig, ExperimentConfig
 
-DRIVER_CPU = 0.01  # a trial's driver must not hold a whole CPU, or 2 trials on 2 cores starve their workers
+# a trial's driver must not hold a whole CPU, or 2 trials on 2 cores starve their workers
+DRIVER_CPU = 0.01
 EPS = 1e-9
 
 
@@ -43,7 +45,11 @@ def alive_nodes() -> list[Node]:
 
 def worker_bundle(cl: ClusterConfig) -> dict[str, float]:
     """One Train worker's resources (a `function` trial is its own single worker)."""
-    return {"CPU": cl.cpus_per_worker} | ({"GPU": cl.gpus_per_worker} if cl.use_gpu else {}) | cl.custom_resources
+    return (
+        {"CPU": cl.cpus_per_worker}
+        | ({"GPU": cl.gpus_per_worker} if cl.use_gpu else {})
+        | cl.custom_resources
+    )
 
 
 def _slots(capacity: dict[str, float], bundle: dict[str, float], taken_cpu: float = 0.0) -> int:
@@ -54,17 +60,22 @@ def _slots(capacity: dict[str, float], bundle: dict[str, float], taken_cpu: floa
 
 
 def _fits(slots: list[int], workers: int, strategy: str, trials: int) -> bool:
-    """Whether `trials` trials of `workers` workers each can be placed, given each node's free slots."""
+    """Whether `trials` trials of `workers` workers each can be placed, given
+    each node's free slots."""
     if strategy == "STRICT_PACK":
         return sum(s // workers for s in slots) >= trials
     if strategy == "STRICT_SPREAD":  # each trial's workers on distinct nodes
         return sum(min(s, trials) for s in slots) >= trials * workers
-    return sum(slots) >= trials * workers  # PACK / SPREAD: a trial's workers may share or split nodes
+    # PACK / SPREAD: a trial's workers may share or split nodes
+    return sum(slots) >= trials * workers
 
 
-def _fit_with_drivers(cfg: ExperimentConfig, nodes: Sequence[Node], trials: int, drivers: int) -> bool:
+def _fit_with_drivers(
+    cfg: ExperimentConfig, nodes: Sequence[Node], trials: int, drivers: int
+) -> bool:
     """Whether `trials` trials like `cfg` fit at once beside `drivers` TorchTrainer drivers placed
-    adversarially: each driver's CPU slice may land on a different node and cost it one worker slot."""
+    adversarially: each driver's CPU slice may land on a different node and
+    cost it one worker slot."""
     cl = cfg.cluster
     bundle = worker_bundle(cl)
     full = [_slots(n.resources, bundle) for n in nodes]
@@ -73,7 +84,8 @@ def _fit_with_drivers(cfg: ExperimentConfig, nodes: Sequence[Node], trials: int,
         dented = [_slots(n.resources, bundle, DRIVER_CPU * drivers) for n in nodes]
         drops = sorted(range(len(nodes)), key=lambda i: full[i] - dented[i], reverse=True)[:drivers]
         slots = [dented[i] if i in drops else full[i] for i in range(len(nodes))]
-    return _fits(slots, cl.workers, cl.placement, trials)  # a `function` trial has 1 worker (config)
+    # a `function` trial has 1 worker (config)
+    return _fits(slots, cl.workers, cl.placement, trials)
 
 
 def _concurrency(cfg: ExperimentConfig, nodes: Sequence[Node], limit: int) -> int:
@@ -81,7 +93,9 @@ def _concurrency(cfg: ExperimentConfig, nodes: Sequence[Node], limit: int) -> in
     placed adversarially."""
     best = 0
     for trials in range(1, limit + 1):
-        if not _fit_with_drivers(cfg, nodes, trials, trials if cfg.cluster.trainer == "torch" else 0):
+        if not _fit_with_drivers(
+            cfg, nodes, trials, trials if cfg.cluster.trainer == "torch" else 0
+        ):
             break
         best = trials
     return best
@@ -97,15 +111,18 @@ def _largest(nodes: Sequence[Node], keys: Sequence[str]) -> dict[str, float]:
     return max((n.resources for n in nodes), key=lambda r: tuple(r.get(k, 0.0) for k in keys))
 
 
-def max_concurrency(configs: Sequence[ExperimentConfig], nodes: Sequence[Node] | None = None) -> int:
-    """How many trials Tune may start at once, or raise `PlacementError` naming the first trial that can
-    never be placed.
+def max_concurrency(
+    configs: Sequence[ExperimentConfig], nodes: Sequence[Node] | None = None
+) -> int:
+    """How many trials Tune may start at once, or raise `PlacementError` naming the first trial that
+    can never be placed.
 
-    `function` trials hold nothing but their own bundle, so all may be started: Ray places each as soon
-    as a node fits it, and the rest wait in Ray's queue (capping them by the scarcest shape left the
-    nodes of every other shape idle: docs/performance.md, "Many nodes"). TorchTrainer trials add a
-    driver each: at most as many as the shapes' slots hold together, and few enough that, with every
-    driver's slice on the worst node, each shape still fits one trial (so the queue never deadlocks).
+    `function` trials hold nothing but their own bundle, so all may be started: Ray places each as
+    soon as a node fits it, and the rest wait in Ray's queue (capping them by the scarcest shape
+    left the nodes of every other shape idle: docs/performance.md, "Many nodes"). TorchTrainer
+    trials add a driver each: at most as many as the shapes' slots hold together, and few enough
+    that, with every driver's slice on the worst node, each shape still fits one trial (so the queue
+    never deadlocks).
     """
     nodes = alive_nodes() if nodes is None else nodes
     shapes: dict = {}
@@ -120,8 +137,9 @@ def max_concurrency(configs: Sequence[ExperimentConfig], nodes: Sequence[Node] |
             keys = list(bundle)
             driver = f" + {DRIVER_CPU:g} CPU for its driver" if cl.trainer == "torch" else ""
             raise PlacementError(
-                f"cluster: trial {cfg.name} needs {cl.workers} worker(s) x {_shown(bundle, keys)}{driver}, placed "
-                f"{cl.placement}; the largest of the cluster's {len(nodes)} node(s) offers "
+                f"cluster: trial {cfg.name} needs {cl.workers} worker(s) x "
+                f"{_shown(bundle, keys)}{driver}, placed {cl.placement}; the largest of the "
+                f"cluster's {len(nodes)} node(s) offers "
                 f"{_shown(_largest(nodes, keys), keys)}: it can never start")
         fits[cl] = n
     torch_shapes = [cfg for cl, (cfg, _) in shapes.items() if cl.trainer == "torch"]
@@ -135,8 +153,9 @@ def max_concurrency(configs: Sequence[ExperimentConfig], nodes: Sequence[Node] |
 
 def eval_pools(n_items: int, cpu_actors: int | None, gpu_actors: int | None,
                nodes: Sequence[Node] | None = None) -> tuple[int, int]:
-    """(GPU actors, CPU actors) for grid evaluation: by default one per whole GPU and one per whole CPU
-    left beside them, counted node by node (an actor lives on one node); never more than items."""
+    """(GPU actors, CPU actors) for grid evaluation: by default one per whole GPU and one per whole
+    CPU left beside them, counted node by node (an actor lives on one node);
+    never more than items."""
     nodes = alive_nodes() if nodes is None else nodes
     gpus = sum(math.floor(n.resources.get("GPU", 0.0) + EPS) for n in nodes)
     cpus = sum(math.floor(n.resources.get("CPU", 0.0) + EPS) for n in nodes)
@@ -145,8 +164,9 @@ def eval_pools(n_items: int, cpu_actors: int | None, gpu_actors: int | None,
     if g + c == 0 and cpus >= 1:
         c = 1
     if g > gpus or (c > 0 and cpus < 1) or g + c == 0:
-        raise PlacementError(f"evaluation: {g} GPU actor(s) x {{GPU: 1}} and {c} CPU actor(s) x {{CPU: 1}} "
-                             f"cannot be placed; the largest of the cluster's {len(nodes)} node(s) offers "
+        raise PlacementError(f"evaluation: {g} GPU actor(s) x {{GPU: 1}} and {c} CPU actor(s) x "
+                             f"{{CPU: 1}} cannot be placed; the largest of the cluster's "
+                             f"{len(nodes)} node(s) offers "
                              f"{_shown(_largest(nodes, ['CPU', 'GPU']), ['CPU', 'GPU'])}")
     g = min(g, n_items)
     return g, min(c, n_items - g)
@@ -175,11 +195,13 @@ class PendingWatch(threading.Thread):
                 self.told.add(pg_id)
                 bundles = list(pg.get("bundles", {}).values())
                 keys = sorted({k for b in bundles for k in b})
-                free = ray._private.state.available_resources_per_node()  # RAY: what is free, node by node
+                # RAY: what is free, node by node
+                free = ray._private.state.available_resources_per_node()
                 largest = _largest([Node(k, v) for k, v in free.items()], keys)
                 lines.append(f"waiting {waited:.0f}s for resources: {len(bundles)} bundle(s) "
-                             f"{', '.join(_shown(b, keys) for b in bundles)} ({pg.get('strategy')}); the "
-                             f"largest free node offers {_shown(largest, keys)} (other jobs or trials hold the rest)")
+                             f"{', '.join(_shown(b, keys) for b in bundles)} "
+                             f"({pg.get('strategy')}); the largest free node offers "
+                             f"{_shown(largest, keys)} (other jobs or trials hold the rest)")
         return lines
 
     def run(self) -> None:

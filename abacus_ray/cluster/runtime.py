@@ -1,4 +1,5 @@
-"""Connecting to Ray: an embedded local Ray on 127.0.0.1, or an existing cluster, always with token auth.
+"""Connecting to Ray: an embedded local Ray on 127.0.0.1, or an existing
+cluster, always with token auth.
 
 Two kinds of settings, kept apart so that nothing meant for the embedded Ray reaches a cluster:
 
@@ -6,14 +7,14 @@ Two kinds of settings, kept apart so that nothing meant for the embedded Ray rea
   authentication on (Ray's `RAY_AUTH_MODE=token`; a cluster without it runs any job from anyone who
   can reach its dashboard port), no usage reporting, deduplicated logs.
 - `EMBEDDED_ENV`, only while starting the embedded single-node Ray: every port on loopback
-  (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`, which would also stop other nodes from joining, so it never
-  leaves this function) and Train settings for a laptop. Ray's processes inherit them when they are
-  spawned; the driver's own environment is restored afterwards, so a `ray start` run from the same
-  process (a test's cluster, a user's script) gets none of them.
+  (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`, which would also stop other nodes from joining, so it
+  never leaves this function) and Train settings for a laptop. Ray's processes inherit them when
+  they are spawned; the driver's own environment is restored afterwards, so a `ray start` run from
+  the same process (a test's cluster, a user's script) gets none of them.
 
 The embedded Ray needs a token like any cluster: Ray's own sources first (`RAY_AUTH_TOKEN`,
-`RAY_AUTH_TOKEN_PATH`, `~/.ray/auth_token`), else a fresh random one for this process only, kept in its
-environment and written nowhere. Clusters: docs/guide.md, "On a Ray cluster".
+`RAY_AUTH_TOKEN_PATH`, `~/.ray/auth_token`), else a fresh random one for this process only, kept in
+its environment and written nowhere. Clusters: docs/guide.md, "On a Ray cluster".
 """
 
 from __future__ import annotations
@@ -28,18 +29,19 @@ from pathlib import Path
 
 PROBE_TIMEOUT_S = 3.0  # a head that does not accept a connection in this long is refused
 CLUSTER_ENV = {
-    "RAY_AUTH_MODE": "token",  # the head, every node and every client must use the same mode and token
+    # the head, every node and every client must use the same mode and token
+    "RAY_AUTH_MODE": "token",
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_DEDUP_LOGS": "1",
 }
-# Only for the embedded local Ray (inherited by every process it spawns). Loopback: with this variable
-# at 0, Ray takes 127.0.0.1 as the node's address and binds its GCS, raylet, agents and workers there
-# (measured: without it they listen on `::`). A laptop is never drained or preempted, so the Train V2
-# preemption-watcher actor (one more process importing ray) is skipped, and the controller polls its
-# workers every 0.25 s instead of 2 s, so a finished trial ends sooner. A long-lived embedded Ray (a
-# driver running sweep after sweep) must not grow: no Prometheus metrics (the dashboard agent kept
-# series for every finished worker, ~2.6 MB per sweep round in benchmarks/soak.py), and the GCS keeps a
-# bounded history of finished tasks and dead actors.
+# Only for the embedded local Ray (inherited by every process it spawns). Loopback: with this
+# variable at 0, Ray takes 127.0.0.1 as the node's address and binds its GCS, raylet, agents and
+# workers there (measured: without it they listen on `::`). A laptop is never drained or preempted,
+# so the Train V2 preemption-watcher actor (one more process importing ray) is skipped, and the
+# controller polls its workers every 0.25 s instead of 2 s, so a finished trial ends sooner. A
+# long-lived embedded Ray (a driver running sweep after sweep) must not grow: no Prometheus metrics
+# (the dashboard agent kept series for every finished worker, ~2.6 MB per sweep round in
+# benchmarks/soak.py), and the GCS keeps a bounded history of finished tasks and dead actors.
 EMBEDDED_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
@@ -68,7 +70,8 @@ def token_source() -> str | None:
 
 
 def ensure_token() -> None:
-    """Give this process a token if token auth is on and Ray would find none (a fresh random one)."""
+    """Give this process a token if token auth is on and Ray would find
+    none (a fresh random one)."""
     if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token" or token_source() is not None:
         return
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # 256 bits, as Ray's own generator
@@ -106,13 +109,16 @@ def check_address(address: str | None, flag: str = "--address") -> None:
 
 @contextlib.contextmanager
 def _embedded_settings() -> Iterator[None]:
-    """`EMBEDDED_ENV` in the environment while Ray spawns its processes; the caller's restored after.
+    """`EMBEDDED_ENV` in the environment while Ray spawns its processes;
+    the caller's restored after.
 
     The loopback switch is also read once, at `import ray`, into `ray_constants.ENABLE_RAY_CLUSTER`,
     which decides the address Ray binds; the driver has usually imported Ray already, so that value
-    is set here too (a private constant: `tests/test_loopback_listeners.py` fails if Ray stops honouring it).
+    is set here too (a private constant: `tests/test_loopback_listeners.py` fails if Ray stops
+    honouring it).
     """
-    import ray._private.ray_constants as ray_constants  # Ray reads its settings once imported: after ours
+    # Ray reads its settings once imported: after ours
+    import ray._private.ray_constants as ray_constants
 
     saved = {key: os.environ.get(key) for key in EMBEDDED_ENV}
     saved_flag = ray_constants.ENABLE_RAY_CLUSTER
@@ -143,7 +149,8 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
         return "existing"
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address and address != "local":
-        ray.init(address=address, log_to_driver=not quiet)  # the cluster's token: docs/guide.md, "On a Ray cluster"
+        # the cluster's token: docs/guide.md, "On a Ray cluster"
+        ray.init(address=address, log_to_driver=not quiet)
         return address
     ensure_token()
     with _embedded_settings():

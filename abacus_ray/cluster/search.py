@@ -3,8 +3,8 @@ own table.
 
 `abacus_ray.sweep.Search` says which points run (a seeded random sample of the cross product) and
 how they are ranked; here Tune's `ASHAScheduler` stops the weaker trials at step rungs, and the
-finished search is written to `{sweep}/search.parquet`: one row per validation score of every trial (its
-step, its value, the loss of the report that first carried it), with the trial's status
+finished search is written to `{sweep}/search.parquet`: one row per validation score of every trial
+(its step, its value, the loss of the report that first carried it), with the trial's status
 (`abacus_ray.trial_status`: `finished`, `stopped` by ASHA, `diverged`, `error`), its swept values
 and its best and last validation score. The dashboard's "Search" view and `--confirm` read that file
 (docs/results-schema.md, "search.parquet").
@@ -31,12 +31,21 @@ from abacus_ray.sweep_dir import SweepDir
 
 def scheduler(search: Search, trials: Sequence[Trial]) -> ASHAScheduler:
     """RAY: Tune's asynchronous successive halving on the reported `step`; a trial that reaches its
-    own budget ends normally (stop_last_trials=False), so it keeps its final checkpoint and report."""
+    own budget ends normally (stop_last_trials=False), so it keeps its final
+    checkpoint and report."""
     steps = [t.config.train.max_steps for t in trials]
     if any(s is None for s in steps):
-        raise ValueError("train.max_steps: a search ranks trials at step rungs; give every trial a steps budget")
-    return ASHAScheduler(time_attr="step", metric=search.metric, mode="max", max_t=max(steps),
-                         grace_period=search.grace_steps, reduction_factor=search.reduction, stop_last_trials=False)
+        raise ValueError("train.max_steps: a search ranks trials at step rungs; give every "
+                         "trial a steps budget")
+    return ASHAScheduler(
+        time_attr="step",
+        metric=search.metric,
+        mode="max",
+        max_t=max(steps),
+        grace_period=search.grace_steps,
+        reduction_factor=search.reduction,
+        stop_last_trials=False,
+    )
 
 
 def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[dict[str, Any]]:
@@ -47,7 +56,11 @@ def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[
     for result in grid:
         run = run_name(result)
         history = result.metrics_dataframe
-        reports = history.to_dict("records") if history is not None and len(history) else [result.metrics or {}]
+        reports = (
+            history.to_dict("records")
+            if history is not None and len(history)
+            else [result.metrics or {}]
+        )
         scores = [v for v in (_float(r.get(metric)) for r in reports) if v is not None]
         state = trial_status.status(result.metrics, errored=result.error is not None)
         base = {"run": run, "trial_id": (result.metrics or {}).get("trial_id"), "status": state,
@@ -65,20 +78,34 @@ def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[
     return rows
 
 
-SCHEMA = pa.schema([("run", pa.string()), ("trial_id", pa.string()), ("status", pa.string()), ("params", pa.string()),
-                    ("best", pa.float64()), ("last", pa.float64()), ("step", pa.int64()), ("metric", pa.float64()),
-                    ("loss", pa.float64()), ("elapsed_s", pa.float64())])
+SCHEMA = pa.schema(
+    [
+        ("run", pa.string()),
+        ("trial_id", pa.string()),
+        ("status", pa.string()),
+        ("params", pa.string()),
+        ("best", pa.float64()),
+        ("last", pa.float64()),
+        ("step", pa.int64()),
+        ("metric", pa.float64()),
+        ("loss", pa.float64()),
+        ("elapsed_s", pa.float64()),
+    ]
+)
 
 
 def write_search_rows(root: Location, rows: Sequence[dict[str, Any]], metric: str) -> Location:
     """Write (replace) `{root}/search.parquet` from `search_rows`-shaped rows, atomically."""
-    table = pa.Table.from_pylist(list(rows), schema=SCHEMA).replace_schema_metadata({"metric": metric})
+    table = pa.Table.from_pylist(list(rows), schema=SCHEMA).replace_schema_metadata(
+        {"metric": metric}
+    )
     return write_table(root / SweepDir.SEARCH, table)
 
 
 def write_search(root: Location, grid: ResultGrid, trials: Sequence[Trial],
                  search: Search) -> Location:
-    """The finished (or interrupted) search's reports as `{root}/search.parquet`; returns its path."""
+    """The finished (or interrupted) search's reports as
+    `{root}/search.parquet`; returns its path."""
     return write_search_rows(root, search_rows(grid, trials, search.metric), search.metric)
 
 

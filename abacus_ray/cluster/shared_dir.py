@@ -17,7 +17,8 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-CHECK_TIMEOUT_S = 120.0  # every node runs one tiny task; a node too busy to start it within this is named
+# every node runs one tiny task; a node too busy to start it within this is named
+CHECK_TIMEOUT_S = 120.0
 
 
 @ray.remote(num_cpus=0, max_retries=0)
@@ -35,16 +36,21 @@ def _alive_nodes() -> list[dict]:
 
 
 def blind_nodes(directory: Path) -> list[str]:
-    """The alive nodes that cannot read a marker the driver writes into `directory` (as "ip (node id)")."""
+    """The alive nodes that cannot read a marker the driver writes into
+    `directory` (as "ip (node id)")."""
     nodes = _alive_nodes()  # one node too: a task costs well under a second and runs the same path
     directory.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex
     marker = directory / f".abacus-ray-shared-{token[:12]}"
     marker.write_text(token)  # not run data: a marker that only this check reads, removed below
     try:
-        refs = {n["NodeID"]: _look.options(  # RAY: one task pinned to each node, no fallback elsewhere
-            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(str(marker), token)
-            for n in nodes}
+        # RAY: one task pinned to each node, no fallback elsewhere
+        refs = {
+            n["NodeID"]: _look.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            ).remote(str(marker), token)
+            for n in nodes
+        }
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=CHECK_TIMEOUT_S)
         blind = []
         for n in nodes:
@@ -63,9 +69,11 @@ def blind_nodes(directory: Path) -> list[str]:
 
 
 def check_every_node_sees(directory: Path, flag: str) -> None:
-    """Refuse a local storage directory that some node of the cluster cannot see (one line, before training)."""
+    """Refuse a local storage directory that some node of the cluster cannot see (one
+    line, before training)."""
     blind = blind_nodes(directory)
     if blind:
-        raise ValueError(f"{flag}: {directory} is a local directory that {len(blind)} of {len(_alive_nodes())} "
-                         f"node(s) cannot see: {', '.join(blind)}; use an object store URI (s3://BUCKET/PREFIX, "
-                         "gs://...) or a directory every node mounts (docs/guide.md, \"Cluster without a shared file system\")")
+        raise ValueError(f"{flag}: {directory} is a local directory that {len(blind)} of "
+                         f"{len(_alive_nodes())} node(s) cannot see: {', '.join(blind)}; use an "
+                         "object store URI (s3://BUCKET/PREFIX, gs://...) or a directory every "
+                         "node mounts (docs/guide.md, \"Cluster without a shared file system\")")

@@ -3,9 +3,9 @@
 A trial puts its node (Ray's node id, of its rank-0 worker), the wall time it started and the
 time of each report into its reports (`cluster/trial.py`); after Tune finishes, the driver writes
 the last of them with the trial's requested resources as `{sweep}/timeline.parquet`. That is the
-record the dashboard's "Timeline" view draws (trials per node over time) and from which a sweep's use
-of its trial slots is read (docs/performance.md, "Many nodes"): on a cluster, where work went is as
-much a result as the accuracy. Rerunning a sweep rewrites the file with the trials' latest runs.
+record the dashboard's "Timeline" view draws (trials per node over time) and from which a sweep's
+use of its trial slots is read (docs/performance.md, "Many nodes"): on a cluster, where work went is
+as much a result as the accuracy. Rerunning a sweep rewrites the file with the trials' latest runs.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ SCHEMA = pa.schema([
     ("workers", pa.int64()),
     ("resources", pa.string()),  # one worker's bundle as JSON, e.g. {"CPU": 1.0, "h100": 1.0}
     ("trainer", pa.string()),
-    ("start_s", pa.float64()),  # Unix seconds: the trial's function began (its last session, after a resume)
+    # Unix seconds: the trial's function began (its last session, after a resume)
+    ("start_s", pa.float64()),
     ("end_s", pa.float64()),  # Unix seconds of its last report
     ("status", pa.string()),  # finished | stopped | diverged | error (`abacus_ray.trial_status`)
 ])
@@ -45,11 +46,20 @@ def timeline_rows(grid: ResultGrid, configs: Mapping[str, ExperimentConfig]) -> 
             continue
         cl = configs[result.config["run"]].cluster
         status = trial_status.status(m, errored=result.error is not None)
-        rows.append({"run": result.config["run"], "trial_id": str(m.get("trial_id", "")), "node_id": m["node_id"],
-                     "pid": int(m["pid"]) if m.get("pid") is not None else None,
-                     "workers": cl.workers, "resources": json.dumps(worker_bundle(cl), sort_keys=True),
-                     "trainer": cl.trainer, "start_s": float(m["started_at"]), "end_s": float(m["reported_at"]),
-                     "status": status})
+        rows.append(
+            {
+                "run": result.config["run"],
+                "trial_id": str(m.get("trial_id", "")),
+                "node_id": m["node_id"],
+                "pid": int(m["pid"]) if m.get("pid") is not None else None,
+                "workers": cl.workers,
+                "resources": json.dumps(worker_bundle(cl), sort_keys=True),
+                "trainer": cl.trainer,
+                "start_s": float(m["started_at"]),
+                "end_s": float(m["reported_at"]),
+                "status": status,
+            }
+        )
     return rows
 
 

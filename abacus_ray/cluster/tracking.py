@@ -6,9 +6,11 @@ refuses plain-file stores; view it with `mlflow ui --backend-store-uri sqlite://
 --host 127.0.0.1`, which needs the full `mlflow` package). Ray's callback logs every reported
 training metric and ends the run with the trial; ours adds two things to it:
 
-* the full resolved `ExperimentConfig` as the run's params (Tune's config holds only the swept values);
+* the full resolved `ExperimentConfig` as the run's params (Tune's config
+holds only the swept values);
 * each report's metrics in one batch, not one write per metric;
-* a resumed sweep continues each trial's run instead of opening a second one: Ray's callback keeps its
+* a resumed sweep continues each trial's run instead of opening a second
+one: Ray's callback keeps its
   trial -> run map in memory only, so after `Tuner.restore` it would start every run again. Runs are
   found by the `abacus_run` tag, the trial's run name.
 
@@ -17,10 +19,10 @@ bookkeeping
 in each result (pid, timestamp, done, iteration counters) is left out. Each run gets its resolved
 config as the artifact `config.json` when its trial starts; when the sweep's evaluation finishes,
 `log_evaluation` adds the region means (ID / OOD / 100+), the checkpoint's path and the trial's cell
-rows (`cells.parquet`, the results schema of docs/results-schema.md). Artifacts live beside the store
-(`<sweep>/mlartifacts/`). A trial that errors (its workers killed by Ray's memory monitor, say) ends
-FAILED; `close_runs` ends any run a stopped sweep left RUNNING. `--tracking wandb` uses Ray's
-`WandbLoggerCallback` in W&B's offline mode (no account); `none` tracks nothing.
+rows (`cells.parquet`, the results schema of docs/results-schema.md). Artifacts live beside the
+store (`<sweep>/mlartifacts/`). A trial that errors (its workers killed by Ray's memory monitor,
+say) ends FAILED; `close_runs` ends any run a stopped sweep left RUNNING. `--tracking wandb` uses
+Ray's `WandbLoggerCallback` in W&B's offline mode (no account); `none` tracks nothing.
 """
 
 from __future__ import annotations
@@ -50,24 +52,25 @@ from abacus_ray.sweep_dir import SweepDir
 
 TRACKERS = ("mlflow", "wandb", "none")
 RUN_TAG = "abacus_run"
-# What a training report says about the run (`training.loop`); the rest of a Tune result is bookkeeping.
+# What a training report says about the run (`training.loop`); the rest of a
+# Tune result is bookkeeping.
 METRICS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "tokens_per_s", "samples_per_s",
            "budget_fraction", "device_hours", "eta_s", "elapsed_s", "mfu")
 
 
 def store_uri(root: Path | str) -> str:
-    """The sweep's MLflow store: one SQLite file in `root`, written by the driver alone (Tune callbacks run
-    there), or, when `root` is a URI (`sweep --tracking-uri http://HOST:PORT`), that MLflow server. SQLite
-    cannot live in a bucket: with object storage `root` is a directory on the driver's disk
-    (`abacus_ray.storage.driver_dir`)."""
+    """The sweep's MLflow store: one SQLite file in `root`, written by the driver alone (Tune
+    callbacks run there), or, when `root` is a URI (`sweep --tracking-uri http://HOST:PORT`), that
+    MLflow server. SQLite cannot live in a bucket: with object storage `root` is a directory on the
+    driver's disk (`abacus_ray.storage.driver_dir`)."""
     if isinstance(root, str) and "://" in root:
         return root
     return f"sqlite:///{(Path(root) / SweepDir.TRACKING_STORE).resolve()}"
 
 
 def artifact_root(root: Path | str) -> str | None:
-    """Where the runs' artifacts go: beside the store (MLflow's default, `./mlruns`, follows the cwd); a
-    server keeps its own (None)."""
+    """Where the runs' artifacts go: beside the store (MLflow's default, `./mlruns`, follows the
+    cwd); a server keeps its own (None)."""
     if isinstance(root, str) and "://" in root:
         return None
     return (Path(root) / SweepDir.TRACKING_ARTIFACTS).resolve().as_uri()
@@ -79,36 +82,50 @@ def tracked(result: dict[str, Any]) -> dict[str, Any]:
 
 
 class TrialRuns(MLflowLoggerCallback):
-    """Ray's MLflow callback, with the full config as params and one run per trial across resumes."""
+    """Ray's MLflow callback, with the full config as params and one run
+    per trial across resumes."""
 
     def __init__(self, root: Path, experiment: str, configs: dict[str, ExperimentConfig]) -> None:
         super().__init__(store_uri(root), experiment_name=experiment)
         self.root = root
         self.configs = {name: cfg.to_dict() for name, cfg in configs.items()}
-        self.params = {name: {k: str(v) for k, v in flatten(d).items()} for name, d in self.configs.items()}
+        self.params = {
+            name: {k: str(v) for k, v in flatten(d).items()} for name, d in self.configs.items()
+        }
 
     def setup(self, *args, **kwargs) -> None:
-        """Create the experiment with its artifacts beside the store before Ray's callback looks it up."""
+        """Create the experiment with its artifacts beside the store before
+        Ray's callback looks it up."""
         client = mlflow.tracking.MlflowClient(tracking_uri=self.tracking_uri)
         if client.get_experiment_by_name(self.experiment_name) is None:
-            client.create_experiment(self.experiment_name, artifact_location=artifact_root(self.root))
+            client.create_experiment(
+                self.experiment_name, artifact_location=artifact_root(self.root)
+            )
         super().setup(*args, **kwargs)
 
     def log_trial_start(self, trial) -> None:
         name = trial.config["run"]
         if trial not in self._trial_runs:
             found = self.mlflow_util._mlflow.search_runs(
-                experiment_ids=[self.mlflow_util.experiment_id], filter_string=f"tags.{RUN_TAG} = '{name}'",
-                output_format="list")
+                experiment_ids=[self.mlflow_util.experiment_id],
+                filter_string=f"tags.{RUN_TAG} = '{name}'",
+                output_format="list",
+            )
             if found:  # a resumed sweep: this trial's run goes on
                 self._trial_runs[trial] = found[0].info.run_id
                 self.mlflow_util._get_client().update_run(found[0].info.run_id, status="RUNNING")
             else:
                 tags = {**self.tags, "trial_name": str(trial), RUN_TAG: name}
-                self._trial_runs[trial] = self.mlflow_util.start_run(tags=tags, run_name=name).info.run_id
-        self.mlflow_util.log_params(run_id=self._trial_runs[trial], params_to_log=self.params.get(name, {}))
+                self._trial_runs[trial] = self.mlflow_util.start_run(
+                    tags=tags, run_name=name
+                ).info.run_id
+        self.mlflow_util.log_params(
+            run_id=self._trial_runs[trial], params_to_log=self.params.get(name, {})
+        )
         if name in self.configs:
-            self.mlflow_util._get_client().log_dict(self._trial_runs[trial], self.configs[name], "config.json")
+            self.mlflow_util._get_client().log_dict(
+                self._trial_runs[trial], self.configs[name], "config.json"
+            )
 
     def log_trial_result(self, iteration: int, trial, result: dict) -> None:
         """Every reported metric in one batch: Ray's callback writes them one by one, one SQLite
@@ -117,10 +134,14 @@ class TrialRuns(MLflowLoggerCallback):
         metrics = self.mlflow_util._parse_dict(tracked(flatten_dict(result)))
         now = int(time.time() * 1000)
         self.mlflow_util._get_client().log_batch(
-            self._trial_runs[trial], metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+            self._trial_runs[trial],
+            metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()],
+        )
 
 
-def callbacks(tracking: str, root: Path, experiment: str, configs: dict[str, ExperimentConfig]) -> list[Any]:
+def callbacks(
+    tracking: str, root: Path, experiment: str, configs: dict[str, ExperimentConfig]
+) -> list[Any]:
     """The Tune callbacks for `--tracking`."""
     if tracking not in TRACKERS:
         raise ValueError(f"--tracking: {tracking!r} is not one of {', '.join(TRACKERS)}")
@@ -130,8 +151,11 @@ def callbacks(tracking: str, root: Path, experiment: str, configs: dict[str, Exp
         try:
             from ray.air.integrations.wandb import WandbLoggerCallback  # RAY: optional, needs wandb
         except ImportError:
-            raise ValueError("--tracking wandb: needs the wandb package (pip install wandb)") from None
-        os.environ.setdefault("WANDB_MODE", "offline")  # no account, no network: runs land in the sweep's storage
+            raise ValueError(
+                "--tracking wandb: needs the wandb package (pip install wandb)"
+            ) from None
+        # no account, no network: runs land in the sweep's storage
+        os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_DIR", str(root))
         return [WandbLoggerCallback(project=experiment, mode="offline")]
     _quiet_mlflow()
@@ -145,8 +169,12 @@ def _quiet_mlflow() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module="mlflow")
 
 
-def log_evaluation(root: Path | str, experiment: str, finished: Sequence[tuple[Any, ExperimentConfig]],
-                   results: storage.Location) -> int:
+def log_evaluation(
+    root: Path | str,
+    experiment: str,
+    finished: Sequence[tuple[Any, ExperimentConfig]],
+    results: storage.Location,
+) -> int:
     """Each finished trial's region means and checkpoint path (a URI on object storage) into its
     MLflow run, from the results directory `results`. Returns runs updated."""
     _quiet_mlflow()
@@ -157,8 +185,14 @@ def log_evaluation(root: Path | str, experiment: str, finished: Sequence[tuple[A
     cells = read_cells(results)
     updated = 0
     for source, cfg in finished:
-        runs = client.search_runs([exp.experiment_id], filter_string=f"tags.{RUN_TAG} = '{source.run_id}'")
-        mine = cells[cells["run_id"] == source.run_id] if "run_id" in cells.columns else cells.iloc[0:0]
+        runs = client.search_runs(
+            [exp.experiment_id], filter_string=f"tags.{RUN_TAG} = '{source.run_id}'"
+        )
+        mine = (
+            cells[cells["run_id"] == source.run_id]
+            if "run_id" in cells.columns
+            else cells.iloc[0:0]
+        )
         if not runs or mine.empty:
             continue
         run_id = runs[0].info.run_id
@@ -193,10 +227,10 @@ def _all_runs(client, experiment_id: str) -> list:
 
 
 def close_runs(root: Path | str, experiment: str, outcome: dict[str, str]) -> int:
-    """End the runs a sweep left RUNNING: FAILED for trials in `outcome` marked "failed" (and for any
-    run of a trial the sweep never reported), KILLED for those marked "stopped". A run Tune ended
-    FINISHED whose trial is marked "failed" (it diverged: its function returned) becomes FAILED too.
-    Returns runs ended."""
+    """End the runs a sweep left RUNNING: FAILED for trials in `outcome` marked "failed" (and for
+    any run of a trial the sweep never reported), KILLED for those marked "stopped". A run Tune
+    ended FINISHED whose trial is marked "failed" (it diverged: its function returned) becomes
+    FAILED too. Returns runs ended."""
     _quiet_mlflow()
     client = mlflow.tracking.MlflowClient(tracking_uri=store_uri(root))
     exp = client.get_experiment_by_name(experiment)
@@ -211,6 +245,8 @@ def close_runs(root: Path | str, experiment: str, outcome: dict[str, str]) -> in
         else:  # ended by Tune: a diverged trial returned normally, yet it failed
             end = run.info.status != "FAILED" and outcome.get(name) == "failed"
         if end:
-            client.set_terminated(run.info.run_id, status="KILLED" if state == "stopped" else "FAILED")
+            client.set_terminated(
+                run.info.run_id, status="KILLED" if state == "stopped" else "FAILED"
+            )
             ended += 1
     return ended

@@ -35,15 +35,31 @@ from abacus_ray.sweep_dir import SweepDir
 from abacus_ray.training.loop import train
 
 MAX_FAILURES = 3  # worker-group restarts per trial before the trial errors
-REPORTED_KEYS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "tokens_per_s", "samples_per_s",
-                 "budget_fraction", "device_hours", "eta_s", "elapsed_s", "world_size", "final", "model_id", "mfu",
-                 "diverged_at_step")
+REPORTED_KEYS = (
+    "step",
+    "samples",
+    "tokens",
+    "loss",
+    "lr",
+    "batch_size",
+    "tokens_per_s",
+    "samples_per_s",
+    "budget_fraction",
+    "device_hours",
+    "eta_s",
+    "elapsed_s",
+    "world_size",
+    "final",
+    "model_id",
+    "mfu",
+    "diverged_at_step",
+)
 
 
 def run_name(result) -> str:
-    """The run name (`params["run"]`) of one of Tune's results. `Result.config` comes from the trial's
-    last report, so a trial killed before its first report has none; the `params.json` Tune writes into
-    the trial's directory when the trial starts still names it."""
+    """The run name (`params["run"]`) of one of Tune's results. `Result.config` comes from the
+    trial's last report, so a trial killed before its first report has none; the `params.json` Tune
+    writes into the trial's directory when the trial starts still names it."""
     if result.config and "run" in result.config:
         return result.config["run"]
     params = storage.located(result.filesystem, f"{result.path}/params.json")
@@ -51,7 +67,8 @@ def run_name(result) -> str:
 
 
 def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn) -> None:
-    """Resume from `previous` (a Ray checkpoint or None), train, and hand every report to `report_fn`."""
+    """Resume from `previous` (a Ray checkpoint or None), train, and hand every
+    report to `report_fn`."""
     # Where and since when this trial (its rank 0) runs, in every report: the driver's timeline
     node = {"node_id": ray.get_runtime_context().get_node_id(), "started_at": time.time()}  # RAY
     scratch = Path(tempfile.mkdtemp(prefix="abacus-trial-"))
@@ -63,29 +80,42 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
         clean |= node | {"reported_at": time.time()}
         path = metrics.get("checkpoint")
         checkpoint = Checkpoint.from_directory(path) if path else None
-        report_fn(clean, checkpoint=checkpoint, checkpoint_dir_name=Path(path).name if path else None)
+        report_fn(
+            clean, checkpoint=checkpoint, checkpoint_dir_name=Path(path).name if path else None
+        )
 
     try:
-        train(cfg, device, process_group=group, report=report, checkpoint_dir=scratch / "checkpoints",
-              resume_from=resume, validation=Validation.of(cfg))
+        train(
+            cfg,
+            device,
+            process_group=group,
+            report=report,
+            checkpoint_dir=scratch / "checkpoints",
+            resume_from=resume,
+            validation=Validation.of(cfg),
+        )
     finally:
         storage.delete(storage.on_disk(scratch), quiet=True)
 
 
 def train_worker(loop_config: dict[str, Any]) -> None:
     """Runs in every Ray Train worker: resume if Ray has a checkpoint, train, report through Ray."""
-    cfg: ExperimentConfig = loop_config["experiment"]  # the trial's config object itself (pickled by Ray)
+    # the trial's config object itself (pickled by Ray)
+    cfg: ExperimentConfig = loop_config["experiment"]
     world = ray.train.get_context().get_world_size()
     group = dist.group.WORLD if world > 1 and dist.is_initialized() else None
     # RAY: the worker's GPU; a GPU slot without CUDA (a test cluster's fake GPU) trains on the CPU
     device = ray.train.torch.get_device() if torch.cuda.is_available() else torch.device("cpu")
     _train_and_report(cfg, device, group,
-                      ray.train.get_checkpoint(),  # RAY: latest checkpoint of this run (restart or restore)
-                      ray.train.report)  # RAY: a barrier over the workers; the loop reports at agreed steps
+                      # RAY: latest checkpoint of this run (restart or restore)
+                      ray.train.get_checkpoint(),
+                      # RAY: a barrier over the workers; the loop reports at agreed steps
+                      ray.train.report)
 
 
 def _train_in_trial(cfg: ExperimentConfig) -> None:
-    """`cluster.trainer=function`: the loop runs in the Tune trial process; Tune keeps the checkpoints."""
+    """`cluster.trainer=function`: the loop runs in the Tune trial process; Tune
+    keeps the checkpoints."""
     device = torch.device("cuda" if cfg.cluster.use_gpu and torch.cuda.is_available() else "cpu")
 
     def report(metrics, *, checkpoint=None, checkpoint_dir_name=None):
@@ -100,9 +130,9 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], trai
     """The Tune function trainable: fits one `TorchTrainer` for the config named by `params["run"]`.
 
     `configs` (every trial's config by run name), `train_path` (the Train runs' directory: a path in
-    `filesystem`, a `pyarrow.fs.FileSystem` for an object store, None for a local or shared disk) are
-    bound with `tune.with_parameters`; the rest of `params` are the swept values Tune shows, already
-    part of the config.
+    `filesystem`, a `pyarrow.fs.FileSystem` for an object store, None for a local or shared disk)
+    are bound with `tune.with_parameters`; the rest of `params` are the swept values Tune shows,
+    already part of the config.
     """
     cfg = configs[params["run"]]
     cl = cfg.cluster
@@ -110,16 +140,23 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], trai
         _train_in_trial(cfg)
         return
     per_worker = worker_bundle(cl)
-    trainer = TorchTrainer(  # RAY: one Train run per trial; DDP over `workers` (gloo on CPU, nccl on GPU)
+    # RAY: one Train run per trial; DDP over `workers` (gloo on CPU, nccl on GPU)
+    trainer = TorchTrainer(
         train_worker,
         train_loop_config={"experiment": cfg},
-        torch_config=LoopbackTorchConfig(),  # RAY: process group via a FileStore when on one node (no listener)
-        scaling_config=ScalingConfig(num_workers=cl.workers, use_gpu=cl.use_gpu, resources_per_worker=per_worker,
-                                     placement_strategy=cl.placement),
+        # RAY: process group via a FileStore when on one node (no listener)
+        torch_config=LoopbackTorchConfig(),
+        scaling_config=ScalingConfig(
+            num_workers=cl.workers,
+            use_gpu=cl.use_gpu,
+            resources_per_worker=per_worker,
+            placement_strategy=cl.placement,
+        ),
         run_config=ray.train.RunConfig(
             name=SweepDir.train_run_name(tune.get_context().get_trial_id()),  # same on restore
             storage_path=train_path,
-            storage_filesystem=filesystem,  # RAY: checkpoints go to the object store from the worker's node
+            # RAY: checkpoints go to the object store from the worker's node
+            storage_filesystem=filesystem,
             checkpoint_config=CheckpointConfig(num_to_keep=2),
             failure_config=FailureConfig(max_failures=MAX_FAILURES),
             callbacks=[TuneReportCallback()],
