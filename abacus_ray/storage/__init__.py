@@ -1,8 +1,9 @@
 """Where everything a run keeps lives: a local path or an object-store URI, through `pyarrow.fs`.
 
-One owner of storage for the whole package: every file of run data is read and written here (docs/guide.md, "Cluster without a shared file system").
-A `--storage`, `--out`, RESULTS or checkpoint argument is parsed once into a `Location`: a
-`pyarrow.fs.FileSystem`, the path inside it and the URI it came from (for messages). Accepted forms:
+One owner of storage for the whole package: every file of run data is read and written here
+(docs/guide.md, "Cluster without a shared file system"). A `--storage`, `--out`, RESULTS or
+checkpoint argument is parsed once into a `Location`: a `pyarrow.fs.FileSystem`, the path inside it
+and the URI it came from (for messages). Accepted forms:
 
 * a local path or `file:///abs/path`: `LocalFileSystem`; writes are a temporary file + rename;
 * `s3://bucket/prefix`: `S3FileSystem` with AWS credentials from the standard chain (variables
@@ -21,22 +22,24 @@ A path or URI is resolved once, where it enters (the command line); everything b
 `Location` (or a `Path` where only this machine's disk is meant):
 
     loc = resolve("s3://bkt/runs?endpoint_override=127.0.0.1:8333&scheme=http")
-    located(fs, path) -> Location              # a file system + path another library handed over (Ray)
-    on_disk(path) -> Location                  # a Path this process holds (a temporary directory)
-    probe(uri, "--storage") -> Location        # resolve + check_location: one-line StorageError
-    check_location(loc, "--out")               # small write/list/delete of a resolved place
-    local_path(uri, "--problems", "a problem file") -> Path   # this machine's files only, else refused
-    not_a_file(path, "missing", "a problem file")           # the error for a missing file (or a directory)
-    loc / "fig10_k" / "sweep.json"             # join (also loc.join(*parts)); str(loc) is the URI
-    exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc, "meta.json")
-    read_bytes, read_text, write_bytes, write_text, copy_file (atomic), delete
-    check_regular_file(loc, limit)             # a regular file of at most limit bytes, before any read
-    create_dir(loc, fill)                      # a new directory, whole; refused if another wrote it first
-    read_parquet, read_parquet_schema, open_parquet, write_parquet (atomic)
-    write_files(loc, {name: data})             # several files of a directory, each whole (a site's pages)
-    write_dir(loc, {name: data}, fill=...)     # a whole directory (a checkpoint), never seen half done:
-                                               # renamed into place on a disk, published by its manifest
-                                               # on an object store (`dirs` says what holds on each)
+    located(fs, path) -> Location              # a file system + path another library handed over
+    (Ray) on_disk(path) -> Location                  # a Path this process holds (a temporary
+    directory) probe(uri, "--storage") -> Location        # resolve + check_location: one-line
+    StorageError check_location(loc, "--out")               # small write/list/delete of a resolved
+    place local_path(uri, "--problems", "a problem file") -> Path   # this machine's files only,
+    else refused not_a_file(path, "missing", "a problem file")           # the error for a missing
+    file (or a directory) loc / "fig10_k" / "sweep.json"             # join (also loc.join(*parts));
+    str(loc) is the URI exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc,
+    "meta.json") read_bytes, read_text, write_bytes, write_text, copy_file (atomic), delete
+    check_regular_file(loc, limit)             # a regular file of at most limit bytes, before any
+    read create_dir(loc, fill)                      # a new directory, whole; refused if another
+    wrote it first read_parquet, read_parquet_schema, open_parquet, write_parquet (atomic)
+    write_files(loc, {name: data})             # several files of a directory, each whole (a site's
+    pages) write_dir(loc, {name: data}, fill=...)     # a whole directory (a
+    checkpoint), never seen half done:
+                                               # renamed into place on a disk, published by its
+                                               # manifest on an object store (`dirs` says what holds
+                                               # on each)
     upload(local_dir, loc), download(loc, local_dir)   # whole directories to and from this machine
 
 `StorageError` is a `ValueError`: the command line prints it as one line and exits 2. The modules:
@@ -44,7 +47,14 @@ A path or URI is resolved once, where it enters (the command line); everything b
 directories), `probe` (checks before work).
 """
 
-from abacus_ray.storage.dirs import build_aside, create_dir, download, upload, write_dir, write_files
+from abacus_ray.storage.dirs import (
+    build_aside,
+    create_dir,
+    download,
+    upload,
+    write_dir,
+    write_files,
+)
 from abacus_ray.storage.files import (
     MAX_TEXT_BYTES,
     check_parquet_file,
@@ -84,11 +94,45 @@ from abacus_ray.storage.location import (
 from abacus_ray.storage.probe import check_local_dir, check_location, probe
 
 __all__ = [
-    "MAX_TEXT_BYTES", "Location", "StorageError", "build_aside", "check_local_dir", "check_location",
-    "check_parquet_file", "check_regular_file",
-    "memory_limit", "naming_full_disk", "copy_file", "create_dir", "delete", "download", "driver_dir", "exists",
-    "file_info", "find", "glob", "is_dir", "is_file", "is_uri", "listdir", "local_path", "located",
-    "not_a_file", "on_disk",
-    "open_parquet", "probe", "read_bytes", "read_parquet", "read_parquet_schema", "read_text", "resolve",
-    "safe_uri", "upload", "write_bytes", "write_dir", "write_files", "write_parquet", "write_text",
+    "MAX_TEXT_BYTES",
+    "Location",
+    "StorageError",
+    "build_aside",
+    "check_local_dir",
+    "check_location",
+    "check_parquet_file",
+    "check_regular_file",
+    "memory_limit",
+    "naming_full_disk",
+    "copy_file",
+    "create_dir",
+    "delete",
+    "download",
+    "driver_dir",
+    "exists",
+    "file_info",
+    "find",
+    "glob",
+    "is_dir",
+    "is_file",
+    "is_uri",
+    "listdir",
+    "local_path",
+    "located",
+    "not_a_file",
+    "on_disk",
+    "open_parquet",
+    "probe",
+    "read_bytes",
+    "read_parquet",
+    "read_parquet_schema",
+    "read_text",
+    "resolve",
+    "safe_uri",
+    "upload",
+    "write_bytes",
+    "write_dir",
+    "write_files",
+    "write_parquet",
+    "write_text",
 ]

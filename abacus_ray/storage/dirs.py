@@ -331,7 +331,8 @@ def create_dir(loc: Location, fill: Callable[[Path], None], flag: str = "") -> L
 def build_aside(out: Path, build: Callable[[Path], Built]) -> Built:
     """Run `build` on a copy of the local directory `out` made beside it (hard links, so a rebuild
     keeps whatever else `out` holds and rewrites only what it writes), then swap the copy in: a
-    failure, a full disk included (named by `out`), leaves `out` as it was and no half-built copy."""
+    failure, a full disk included (named by `out`), leaves `out` as it was
+    and no half-built copy."""
     tag = f"{out.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     stage, old = out.parent / f".tmp-{tag}", out.parent / f".old-{tag}"
     try:

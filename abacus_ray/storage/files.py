@@ -1,13 +1,14 @@
 """Reading and writing run data in a `Location`: single files and Parquet tables (whole directories:
 `dirs`).
 
-Every write of a file is atomic: on a local disk a temporary sibling, fsync, rename; on an object store
-one PUT, which the store makes visible whole or not at all.
+Every write of a file is atomic: on a local disk a temporary sibling, fsync, rename; on an object
+store one PUT, which the store makes visible whole or not at all.
 
 Only regular files are read as data, and their size is bounded before a byte is read
-(`check_regular_file`): a FIFO, a device (a link to /dev/zero) or a socket under a data file's name is
-refused without being opened for reading, and so is a file larger than its kind may be (a JSON file
-`MAX_TEXT_BYTES`; a Parquet part or any other whole-file read, half of the memory available now).
+(`check_regular_file`): a FIFO, a device (a link to /dev/zero) or a socket under a data file's name
+is refused without being opened for reading, and so is a file larger than its kind may be (a JSON
+file `MAX_TEXT_BYTES`; a Parquet part or any other whole-file read, half of the memory available
+now).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import pyarrow.parquet as pq
 
 from abacus_ray.storage.location import Location, StorageError
 
-MAX_TEXT_BYTES = 16 << 20  # a JSON file of run data (config.json, meta.json, sweep.json): KB, at most MB
+# a JSON file of run data (config.json, meta.json, sweep.json): KB, at most MB
+MAX_TEXT_BYTES = 16 << 20
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no space, over quota, over the size limit
 KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
@@ -94,16 +96,22 @@ def not_a_file(place: Path | Location, missing: str, what: str) -> OSError:
 
 
 def _special_kind(path: str) -> str | None:
-    """What a local path is when it exists but is not a regular file or a directory (links followed)."""
+    """What a local path is when it exists but is not a regular file or a
+    directory (links followed)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return None
-    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    return (
+        None
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+        else KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    )
 
 
 def memory_limit() -> int:
-    """The most bytes one whole-file read may take: half of the memory available on this machine now."""
+    """The most bytes one whole-file read may take: half of the memory
+    available on this machine now."""
     return psutil.virtual_memory().available // 2
 
 
@@ -116,7 +124,8 @@ def _too_big(loc: Location, size: int, limit: int | None) -> StorageError:
 def _check_mode(loc: Location, mode: int) -> None:
     if not stat.S_ISREG(mode):
         what = KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        raise StorageError(f"{loc.uri}: {what}, not a regular file; only regular files are read as data")
+        raise StorageError(f"{loc.uri}: {what}, not a regular file; only regular "
+                           "files are read as data")
 
 
 def check_regular_file(loc: Location, limit: int | None = None) -> int:
@@ -135,7 +144,8 @@ def check_regular_file(loc: Location, limit: int | None = None) -> int:
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(2, "No such file", loc.uri)
         if info.type != pafs.FileType.File:
-            raise StorageError(f"{loc.uri}: a directory, not a regular file; only regular files are read as data")
+            raise StorageError(f"{loc.uri}: a directory, not a regular file; only regular "
+                               "files are read as data")
         size = info.size
     if size > (memory_limit() if limit is None else limit):
         raise _too_big(loc, size, limit)
@@ -201,7 +211,9 @@ def remove_empty(dirs: list[Path]) -> None:
 
 
 def _tmp_sibling(path: str) -> str:
-    return posixpath.join(posixpath.dirname(path), f".tmp-{uuid.uuid4().hex[:12]}-{posixpath.basename(path)}")
+    return posixpath.join(
+        posixpath.dirname(path), f".tmp-{uuid.uuid4().hex[:12]}-{posixpath.basename(path)}"
+    )
 
 
 def write_bytes(loc: Location, data: bytes) -> Location:
@@ -273,10 +285,13 @@ def read_parquet_schema(loc: Location) -> pa.Schema:
 
 
 def read_parquet(loc: Location, columns: list[str] | None = None) -> pa.Table:
-    """One Parquet file (a regular file that fits in memory), or every part of a directory of them."""
+    """One Parquet file (a regular file that fits in memory), or every part
+    of a directory of them."""
     if file_info(loc).type == pafs.FileType.Directory:
         for part in loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True)):
-            if part.type != pafs.FileType.Directory and not posixpath.basename(part.path).startswith((".", "_")):
+            if part.type != pafs.FileType.Directory and not posixpath.basename(
+                part.path
+            ).startswith((".", "_")):
                 check_parquet_file(loc.at(part.path))
     else:
         check_parquet_file(loc)

@@ -19,9 +19,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 SCHEMES = ("file", "s3", "gs")
-S3_QUERY = ("endpoint_override", "scheme", "region")  # what an s3:// URI may carry; never credentials
+# what an s3:// URI may carry; never credentials
+S3_QUERY = ("endpoint_override", "scheme", "region")
 GCS_QUERY = ("endpoint_override", "scheme", "default_bucket_location")
-SAFE_QUERY = frozenset(S3_QUERY + GCS_QUERY)  # echoed in messages; every other query value is masked
+# echoed in messages; every other query value is masked
+SAFE_QUERY = frozenset(S3_QUERY + GCS_QUERY)
 REQUEST_TIMEOUT_S = 60.0
 PROBE_TIMEOUT_S = 3.0
 RETRIES = 3  # attempts per request; the probe makes one
@@ -33,7 +35,8 @@ class StorageError(ValueError):
 
 @dataclass(frozen=True)
 class Location:
-    """A place in some file system: `fs` and the `path` inside it; `uri` is what a user would type."""
+    """A place in some file system: `fs` and the `path` inside it; `uri` is
+    what a user would type."""
 
     fs: pafs.FileSystem
     path: str
@@ -61,7 +64,8 @@ class Location:
 
     @property
     def ray_storage(self) -> tuple[str, pafs.FileSystem | None]:
-        """`(storage_path, storage_filesystem)` for Ray Tune / Train's `RunConfig` (a local path needs no fs)."""
+        """`(storage_path, storage_filesystem)` for Ray Tune / Train's `RunConfig` (a
+        local path needs no fs)."""
         return self.path, None if self.local else self.fs
 
     def join(self, *parts: str) -> Location:
@@ -79,7 +83,8 @@ class Location:
         return posixpath.splitext(self.name)[1]
 
     def __fspath__(self) -> str:
-        """A local location is path-like (`open`, `Path`, `pq.read_table` take it); a remote one is not."""
+        """A local location is path-like (`open`, `Path`, `pq.read_table` take
+        it); a remote one is not."""
         if not self.local:
             raise TypeError(f"{self.uri}: not a local path")
         return self.path
@@ -121,7 +126,8 @@ def is_uri(text: str | Path) -> bool:
 
 
 def _endpoint_from_env() -> tuple[str | None, str | None]:
-    """`AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` (the AWS CLI's and SDKs' variables) as (host:port, scheme)."""
+    """`AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` (the AWS CLI's and SDKs' variables)
+    as (host:port, scheme)."""
     url = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if not url:
         return None, None
@@ -129,39 +135,52 @@ def _endpoint_from_env() -> tuple[str | None, str | None]:
     return parts.netloc, parts.scheme
 
 
-def _s3(uri: str, bucket_path: str, query: dict[str, str], timeout: float, retries: int) -> pafs.FileSystem:
+def _s3(
+    uri: str, bucket_path: str, query: dict[str, str], timeout: float, retries: int
+) -> pafs.FileSystem:
     bad = sorted(set(query) - set(S3_QUERY))
     if bad:
-        what = "credentials belong in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or ~/.aws, not in the URI" \
-            if any(k in ("access_key", "secret_key", "session_token") for k in bad) else \
-            f"an s3:// URI takes only {', '.join(S3_QUERY)}"
-        raise StorageError(f"{safe_uri(uri)}: unknown query parameter {_param(uri, bad[0])} ({what})")
+        what = (
+            "credentials belong in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or "
+            "~/.aws, not in the URI"
+            if any(k in ("access_key", "secret_key", "session_token") for k in bad)
+            else f"an s3:// URI takes only {', '.join(S3_QUERY)}"
+        )
+        raise StorageError(f"{safe_uri(uri)}: unknown query parameter "
+                           f"{_param(uri, bad[0])} ({what})")
     endpoint, scheme = _endpoint_from_env()
     kwargs: dict = {"endpoint_override": query.get("endpoint_override", endpoint),
                     "scheme": query.get("scheme", scheme or "https")}
-    region = query.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    region = (
+        query.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    )
     if region:
         kwargs["region"] = region
     elif kwargs["endpoint_override"]:
-        kwargs["region"] = "us-east-1"  # an S3-compatible server ignores it; no region lookup over the network
-    return pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None}, connect_timeout=min(timeout, 10),
-                             request_timeout=timeout,
-                             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=retries))
+        # an S3-compatible server ignores it; no region lookup over the network
+        kwargs["region"] = "us-east-1"
+    return pafs.S3FileSystem(
+        **{k: v for k, v in kwargs.items() if v is not None},
+        connect_timeout=min(timeout, 10),
+        request_timeout=timeout,
+        retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=retries),
+    )
 
 
 def _gcs(uri: str, query: dict[str, str], timeout: float) -> pafs.FileSystem:
-    """pyarrow's GCS file system (Google's default credentials), its retries bounded by `timeout`."""
+    """pyarrow's GCS file system (Google's default credentials), its
+    retries bounded by `timeout`."""
     bad = sorted(set(query) - set(GCS_QUERY))
     if bad:
-        raise StorageError(f"{safe_uri(uri)}: unknown query parameter {_param(uri, bad[0])} (a gs:// URI takes only "
-                           f"{', '.join(GCS_QUERY)})")
+        raise StorageError(f"{safe_uri(uri)}: unknown query parameter {_param(uri, bad[0])} (a "
+                           f"gs:// URI takes only {', '.join(GCS_QUERY)})")
     return pafs.GcsFileSystem(retry_time_limit=datetime.timedelta(seconds=timeout), **query)
 
 
 def safe_uri(uri: str) -> str:
-    """The URI for messages: no user:password part, and the value of every query parameter other than
-    the known harmless ones (`S3_QUERY`, `GCS_QUERY`) masked, as is any fragment (`?secret_key=...`,
-    `?token=...`, a signed URL's signature)."""
+    """The URI for messages: no user:password part, and the value of every query parameter other
+    than the known harmless ones (`S3_QUERY`, `GCS_QUERY`) masked, as is any fragment
+    (`?secret_key=...`, `?token=...`, a signed URL's signature)."""
     base, _, fragment = uri.partition("#")
     base, sep, query = base.partition("?")
     scheme, slashes, rest = base.partition("://")
@@ -176,10 +195,14 @@ def safe_uri(uri: str) -> str:
 
 
 def _param(uri: str, key: str) -> str:
-    """A refused query parameter named for a message: its name, or (a bare `?VALUE`, perhaps a token)
-    not even that."""
+    """A refused query parameter named for a message: its name, or (a bare `?VALUE`, perhaps a
+    token) not even that."""
     query = uri.partition("#")[0].partition("?")[2]
-    named = any(p.partition("=")[1] for p in query.replace(";", "&").split("&") if p.partition("=")[0] == key)
+    named = any(
+        p.partition("=")[1]
+        for p in query.replace(";", "&").split("&")
+        if p.partition("=")[0] == key
+    )
     return repr(key) if named else "without a name (a bare value, not echoed)"
 
 
@@ -202,22 +225,28 @@ def resolve(given: str | Path, *, flag: str = "", timeout: float = REQUEST_TIMEO
         raise StorageError(f"{pre}{safe_uri(text)}: not a URI ({first_line(e)})") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
-        raise StorageError(f"{pre}{safe_uri(text)}: unknown storage scheme {scheme + '://'!r}; use a local path, file://, "
-                           "s3:// (AWS or an S3-compatible server) or gs://")
+        raise StorageError(f"{pre}{safe_uri(text)}: unknown storage scheme "
+                           f"{scheme + '://'!r}; use a local path, file://, s3:// (AWS or an "
+                           "S3-compatible server) or gs://")
     if scheme == "file":
         if parts.netloc not in ("", "localhost") or parts.query:
             raise StorageError(f"{pre}{safe_uri(text)}: a file:// URI is file:///absolute/path")
         return Location(pafs.LocalFileSystem(), parts.path or "/", parts.path or "/")
     if "@" in parts.netloc:
-        raise StorageError(f"{pre}{safe_uri(text)}: credentials in the URI are refused; set AWS_ACCESS_KEY_ID / "
-                           "AWS_SECRET_ACCESS_KEY (or ~/.aws, an instance role) on every node instead")
+        raise StorageError(f"{pre}{safe_uri(text)}: credentials in the URI are refused; set "
+                           "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or ~/.aws, an instance "
+                           "role) on every node instead")
     if not parts.netloc:
         raise StorageError(f"{pre}{safe_uri(text)}: no bucket; write {scheme}://BUCKET/PREFIX")
     bucket_path = (parts.netloc + parts.path).rstrip("/")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     uri = f"{scheme}://{bucket_path}" + (f"?{parts.query}" if parts.query else "")
     try:
-        fs = _s3(uri, bucket_path, query, timeout, retries) if scheme == "s3" else _gcs(uri, query, timeout)
+        fs = (
+            _s3(uri, bucket_path, query, timeout, retries)
+            if scheme == "s3"
+            else _gcs(uri, query, timeout)
+        )
     except StorageError as e:
         raise StorageError(pre + str(e)) from None
     except (pa.ArrowException, OSError, ValueError) as e:
@@ -236,8 +265,9 @@ def on_disk(path: Path) -> Location:
 
 
 def located(fs: pafs.FileSystem, path: str) -> Location:
-    """A path in a file system another library handed over (Ray's `Result.filesystem` and `.path`) as a
-    `Location`; its URI, for messages, is the path under the file system's scheme (no endpoint)."""
+    """A path in a file system another library handed over (Ray's `Result.filesystem` and `.path`)
+    as a `Location`; its URI, for messages, is the path under the file
+    system's scheme (no endpoint)."""
     path = path.rstrip("/")
     if isinstance(fs, pafs.LocalFileSystem):
         return Location(fs, path, path)
@@ -250,8 +280,8 @@ def first_line(e: BaseException) -> str:
 
 
 def driver_dir(loc: Location, name: str) -> Path:
-    """A directory on this machine for what one run keeps beside `loc` but cannot put there (MLflow's
-    SQLite store, the dashboard site): `loc/name` itself on a local disk, else
+    """A directory on this machine for what one run keeps beside `loc` but cannot put there
+    (MLflow's SQLite store, the dashboard site): `loc/name` itself on a local disk, else
     `$ABACUS_RAY_HOME` (default `~/.abacus-ray`) `/<bucket-prefix>-<hash of the URI>/<name>`."""
     if loc.local:
         return Path(loc.path) / name

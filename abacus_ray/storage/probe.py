@@ -50,12 +50,15 @@ def check_location(loc: Location, flag: str, *, write: bool = True) -> Location:
             write_bytes(marker, b"probe")
         except (pa.ArrowException, OSError) as e:
             if _explain(e).startswith("access denied"):
-                raise StorageError(f"{flag}: {loc.uri}: read-only: these credentials may list and read here but "
-                                   "not write (use a prefix they may write, or other credentials)") from None
+                raise StorageError(
+                    f"{flag}: {loc.uri}: read-only: these credentials may list and read here but "
+                    "not write (use a prefix they may write, or other credentials)"
+                ) from None
             raise
         try:
             if marker.name not in {c.name for c in listdir(quick)}:
-                raise StorageError(f"{flag}: {loc.uri}: a written object does not show in the listing")
+                raise StorageError(f"{flag}: {loc.uri}: a written object does "
+                                   "not show in the listing")
         finally:
             quick.fs.delete_file(marker.path)
     except StorageError:
@@ -66,9 +69,9 @@ def check_location(loc: Location, flag: str, *, write: bool = True) -> Location:
 
 
 def check_local_dir(path: Path, flag: str) -> Path:
-    """Refuse a local directory that cannot be created or written to; nothing is left behind (the test is
-    a temporary directory made and removed in the nearest existing ancestor: it holds for root, read-only
-    mounts and quotas alike)."""
+    """Refuse a local directory that cannot be created or written to; nothing is left behind (the
+    test is a temporary directory made and removed in the nearest existing ancestor: it holds for
+    root, read-only mounts and quotas alike)."""
     if path.exists() and not path.is_dir():
         raise StorageError(f"{flag}: {path} exists and is not a directory")
     parent = path
@@ -87,11 +90,19 @@ def _explain(e: BaseException) -> str:
     """A pyarrow / AWS error in words a user can act on (the raw reason kept, shortened)."""
     text = first_line(e)
     if "NETWORK_CONNECTION" in text or "Could not connect" in text or "Could not resolve" in text:
-        return f"cannot reach the endpoint ({text[text.find('AWS Error'):][:160] if 'AWS Error' in text else text[:160]})"
+        return (
+            "cannot reach the endpoint ("
+            f"{text[text.find('AWS Error') :][:160] if 'AWS Error' in text else text[:160]})"
+        )
     if "OAuth2 access token" in text:  # Google's client found no credentials it could use
-        return ("no usable Google credentials (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default "
-                "login` or an instance's service account)")
-    if "ACCESS_DENIED" in text or "AccessDenied" in text or "SIGNATURE" in text or "InvalidAccessKeyId" in text:
-        return ("access denied: the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws or the role) are "
-                "missing, wrong, or may not write here")
+        return ("no usable Google credentials (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth "
+                "application-default login` or an instance's service account)")
+    if (
+        "ACCESS_DENIED" in text
+        or "AccessDenied" in text
+        or "SIGNATURE" in text
+        or "InvalidAccessKeyId" in text
+    ):
+        return ("access denied: the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, "
+                "~/.aws or the role) are missing, wrong, or may not write here")
     return f"not usable ({text})"
