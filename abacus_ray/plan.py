@@ -35,7 +35,8 @@ from abacus_ray.training.schedules import accumulation_steps, ramped_batch_size
 from abacus_ray.training.throughput import PEAK_TFLOPS
 
 # Training MFU of the paper's 8 x 2 on one H100 80GB HBM3, eager bf16: the 20-minute run's session
-# average (docs/results.md §5; benchmarks/train_step.py measured 22.9-24.0 % eager, 27.4 % compiled).
+# average (docs/results.md §5; benchmarks/train_step.py measured 22.9-24.0
+# % eager, 27.4 % compiled).
 H100_MFU = 0.239
 # Evaluation (teacher-forced forward, fp32 as the official code) on the same H100: 153 TFLOP/s of a
 # 989 peak on a 2 % sample of `paper-addition` (docs/results/gpu/eval_time.txt): 0.155, i.e. 0.65 of
@@ -45,7 +46,8 @@ EVAL_PER_TRAIN_MFU = (153.0 / 989.0) / H100_MFU
 
 @dataclass(frozen=True)
 class Device:
-    """A GPU model: its dense bf16 peak (`training/throughput.py`'s table) and the MFU assumed on it."""
+    """A GPU model: its dense bf16 peak (`training/throughput.py`'s table) and
+    the MFU assumed on it."""
 
     name: str
     peak_tflops: float
@@ -61,20 +63,26 @@ def _peak(key: str) -> float:
 # Peaks are dense (no 2:4 sparsity); the data sheets print the sparse figure, twice these.
 DEVICES = {d.name: d for d in (
     Device("H100", _peak("H100"), H100_MFU,
-           "NVIDIA H100 Tensor Core GPU data sheet, SXM5: BF16 Tensor Core 1,979 TFLOPS with sparsity",
+           "NVIDIA H100 Tensor Core GPU data sheet, SXM5: BF16 Tensor Core 1,979 "
+           "TFLOPS with sparsity",
            "measured: the paper 8 x 2's 20-minute H100 run (docs/results.md §5)"),
     Device("A100", _peak("A100"), A4000_UTILISATION,
-           "NVIDIA A100 Tensor Core GPU data sheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity)",
-           "stated: like the A4000, 2x the H100's memory bandwidth per peak FLOP (docs/fidelity.md)"),
+           "NVIDIA A100 Tensor Core GPU data sheet: BF16 Tensor Core 312 "
+           "TFLOPS (624 with sparsity)",
+           "stated: like the A4000, 2x the H100's memory bandwidth per peak "
+           "FLOP (docs/fidelity.md)"),
     Device("A4000", _peak("RTX A4000"), A4000_UTILISATION,
            "NVIDIA RTX A4000 data sheet: Tensor performance 153.4 TFLOPS with sparsity",
-           "stated: the budget's own pricing of one A4000-hour (training/budget.py, docs/fidelity.md)"),
+           "stated: the budget's own pricing of one A4000-hour "
+           "(training/budget.py, docs/fidelity.md)"),
     Device("L4", _peak("L4"), 0.20,
            "NVIDIA L4 Tensor Core GPU data sheet: BF16 Tensor Core 242 TFLOPS with sparsity",
-           "stated: 0.7x the H100's memory bandwidth per peak FLOP (300 GB/s for 121 TFLOPS), so below it"),
+           "stated: 0.7x the H100's memory bandwidth per peak FLOP (300 GB/s for 121 "
+           "TFLOPS), so below it"),
 )}
 
-PARQUET_ROW_BYTES = 134  # one results row (a cell), measured: docs/results/gpu/results, 2,607 rows in 348,966 B
+# one results row (a cell), measured: docs/results/gpu/results, 2,607 rows in 348,966 B
+PARQUET_ROW_BYTES = 134
 CHECKPOINT_BYTES_PER_PARAM = 12  # fp32 weights + AdamW's two fp32 moments (model.pt + state.pt)
 CHECKPOINTS_KEPT = 2  # per trial (Ray Train's CheckpointConfig, the loop's KEEP_CHECKPOINTS)
 MAX_SEEDS = 1000  # `--seeds` above this is refused before any expansion
@@ -123,14 +131,19 @@ class TrialCost:
         return self.train_hours(DEVICES["A4000"])
 
     def train_hours(self, device: Device, mfu: float | None = None) -> float:
-        """Device-hours (all workers together) of training on `device`; a wall-clock budget caps them."""
+        """Device-hours (all workers together) of training on `device`; a
+        wall-clock budget caps them."""
         hours = None if self.train_flops is None else \
             self.train_flops / (device.peak_tflops * 1e12 * (mfu or device.mfu)) / 3600.0
         caps = [h for h in (hours, self.wall_device_hours) if h is not None]
         return min(caps) if caps else 0.0
 
     def eval_hours(self, device: Device, mfu: float | None = None) -> float:
-        return self.eval_flops / (device.peak_tflops * 1e12 * (mfu or device.mfu) * EVAL_PER_TRAIN_MFU) / 3600.0
+        return (
+            self.eval_flops
+            / (device.peak_tflops * 1e12 * (mfu or device.mfu) * EVAL_PER_TRAIN_MFU)
+            / 3600.0
+        )
 
 
 EXACT_STEPS = 1 << 16  # a steps-only budget up to this many steps is summed step by step
@@ -140,8 +153,8 @@ def steps_samples(cfg: ExperimentConfig, workers: int) -> int:
     """Samples a steps-only budget consumes: the batch ramp stepped through, f = step / max_steps.
 
     Up to `EXACT_STEPS` steps, every step is counted; beyond, the samples per step (which only grow
-    along the ramp) are averaged over `EXACT_STEPS` evenly spaced steps, so that a budget of 10^12 steps
-    plans in a second, off by less than one batch per `EXACT_STEPS` steps.
+    along the ramp) are averaged over `EXACT_STEPS` evenly spaced steps, so that a budget of 10^12
+    steps plans in a second, off by less than one batch per `EXACT_STEPS` steps.
     """
     tc = cfg.train
     mbs_eff, n = tc.micro_batch * workers, tc.max_steps
@@ -180,9 +193,12 @@ def _token_sums(cells: tuple[Cell, ...], per_cell: int) -> tuple[float, float]:
     return sum(t for t, _ in tokens), sum(t * line for t, line in tokens)
 
 
-def _eval_cost(cfg: ExperimentConfig, recurrences: tuple[int | None, ...]) -> tuple[int, float, float]:
+def _eval_cost(
+    cfg: ExperimentConfig, recurrences: tuple[int | None, ...]
+) -> tuple[int, float, float]:
     """(cells, teacher-forced tokens, forward FLOPs) of scoring `cfg`'s model on its grids, once per
-    test-time recurrence count (None: the model's own), as `benchmarks/eval_grid_time.py` counts them."""
+    test-time recurrence count (None: the model's own), as
+    `benchmarks/eval_grid_time.py` counts them."""
     cells = _cells(cfg)
     tokens, tokens_x_line = _token_sums(cells, cfg.eval.per_cell)
     flops = 0.0
@@ -231,7 +247,9 @@ class SweepPlan:
         return sum(n for _, n in self.costs)
 
     def total(self, attr: str, *args) -> float:
-        return sum(n * (getattr(c, attr)(*args) if args else getattr(c, attr)) for c, n in self.costs)
+        return sum(
+            n * (getattr(c, attr)(*args) if args else getattr(c, attr)) for c, n in self.costs
+        )
 
     def cpu(self, cores: int) -> dict[str, float]:
         """Core-hours of training and evaluation on CPUs, and wall-hours on `cores` cores: the
@@ -256,7 +274,8 @@ def cpu_price_words(configs: Sequence[ExperimentConfig], cores: int) -> str:
 
 
 def resolve_devices(names: Iterable[str], flag: str = "--gpu") -> list[Device]:
-    """The named GPUs (any case); an unknown name is refused naming `flag`, the option it was given to."""
+    """The named GPUs (any case); an unknown name is refused naming `flag`, the
+    option it was given to."""
     out = []
     for name in names:
         key = next((k for k in DEVICES if k.lower() == name.strip().lower()), None)
@@ -268,7 +287,8 @@ def resolve_devices(names: Iterable[str], flag: str = "--gpu") -> list[Device]:
 
 def parse_per_gpu(values: Sequence[str], flag: str, devices: Sequence[Device], *, low: float,
                   high: float) -> dict[str, float]:
-    """`--mfu 0.3` (every GPU) or `--mfu H100=0.3` (one GPU), repeatable, checked to lie in [low, high]."""
+    """`--mfu 0.3` (every GPU) or `--mfu H100=0.3` (one GPU), repeatable, checked
+    to lie in [low, high]."""
     out: dict[str, float] = {}
     for text in values:
         name, sep, number = text.rpartition("=")
@@ -280,8 +300,8 @@ def parse_per_gpu(values: Sequence[str], flag: str, devices: Sequence[Device], *
             raise ValueError(f"{flag}: {text!r} must lie in [{low:g}, {high:g}]")
         targets = resolve_devices([name], flag) if sep else devices
         if sep and targets[0] not in devices:
-            raise ValueError(f"{flag}: {text!r} names {targets[0].name}, which is not planned (--gpu "
-                             f"{', '.join(d.name for d in devices)})")
+            raise ValueError(f"{flag}: {text!r} names {targets[0].name}, which is not planned "
+                             f"(--gpu {', '.join(d.name for d in devices)})")
         out.update({d.name: value for d in targets})
     return out
 
@@ -292,12 +312,23 @@ def summarise(plans: Sequence[SweepPlan], devices: Sequence[Device], mfu: dict[s
     wall-hours on `cores` CPU cores, bytes, money."""
     rows = []
     for p in plans:
-        row = {"sweep": p.name, "preset": p.preset, "trials": p.trials, "a4000_hours": p.total("a4000_hours"),
-               "samples": p.total("samples") if all(c.samples is not None for c, _ in p.costs) else None,
-               "train_flops": p.total("train_flops") if all(c.train_flops is not None for c, _ in p.costs) else None,
-               "eval_cells": p.total("eval_cells"), "eval_tokens": p.total("eval_tokens"),
-               "checkpoint_bytes": p.total("checkpoint_bytes"), "parquet_bytes": p.total("parquet_bytes"),
-               "gpus": {}}
+        row = {
+            "sweep": p.name,
+            "preset": p.preset,
+            "trials": p.trials,
+            "a4000_hours": p.total("a4000_hours"),
+            "samples": p.total("samples")
+            if all(c.samples is not None for c, _ in p.costs)
+            else None,
+            "train_flops": p.total("train_flops")
+            if all(c.train_flops is not None for c, _ in p.costs)
+            else None,
+            "eval_cells": p.total("eval_cells"),
+            "eval_tokens": p.total("eval_tokens"),
+            "checkpoint_bytes": p.total("checkpoint_bytes"),
+            "parquet_bytes": p.total("parquet_bytes"),
+            "gpus": {},
+        }
         for d in devices:
             m = mfu.get(d.name)
             train_h, eval_h = p.total("train_hours", d, m), p.total("eval_hours", d, m)
@@ -308,20 +339,44 @@ def summarise(plans: Sequence[SweepPlan], devices: Sequence[Device], mfu: dict[s
         row["cpu"] = p.cpu(cores)
         row["cpu_scale"] = p.cpu_scale
         rows.append(row)
-    total = {"trials": sum(r["trials"] for r in rows), "a4000_hours": sum(r["a4000_hours"] for r in rows),
-             "eval_cells": sum(r["eval_cells"] for r in rows),
-             "checkpoint_bytes": sum(r["checkpoint_bytes"] for r in rows),
-             "parquet_bytes": sum(r["parquet_bytes"] for r in rows),
-             "gpus": {d.name: {k: sum(r["gpus"][d.name].get(k, 0.0) for r in rows)
-                               for k in ("train_hours", "eval_minutes", *(("usd",) if d.name in price else ()))}
-                      for d in devices},
-             "cpu": {k: sum(r["cpu"][k] for r in rows) for k in rows[0]["cpu"]} if rows else {}}
-    assumptions = {d.name: {"peak_tflops": d.peak_tflops, "train_mfu": mfu.get(d.name, d.mfu),
-                            "eval_mfu": mfu.get(d.name, d.mfu) * EVAL_PER_TRAIN_MFU, "sheet": d.sheet,
-                            "mfu_basis": "--mfu" if d.name in mfu else d.mfu_basis,
-                            **({"usd_per_hour": price[d.name]} if d.name in price else {})} for d in devices}
-    return {"sweeps": rows, "total": total, "assumptions": assumptions,
-            "cpu_basis": {"cores": cores, "machine": cpu_rates.MACHINE,
-                          "rates": [dataclasses.asdict(r) for r in cpu_rates.RATES]},
-            "storage_basis": {"checkpoint_bytes_per_param": CHECKPOINT_BYTES_PER_PARAM,
-                              "checkpoints_kept": CHECKPOINTS_KEPT, "parquet_row_bytes": PARQUET_ROW_BYTES}}
+    total = {
+        "trials": sum(r["trials"] for r in rows),
+        "a4000_hours": sum(r["a4000_hours"] for r in rows),
+        "eval_cells": sum(r["eval_cells"] for r in rows),
+        "checkpoint_bytes": sum(r["checkpoint_bytes"] for r in rows),
+        "parquet_bytes": sum(r["parquet_bytes"] for r in rows),
+        "gpus": {
+            d.name: {
+                k: sum(r["gpus"][d.name].get(k, 0.0) for r in rows)
+                for k in ("train_hours", "eval_minutes", *(("usd",) if d.name in price else ()))
+            }
+            for d in devices
+        },
+        "cpu": {k: sum(r["cpu"][k] for r in rows) for k in rows[0]["cpu"]} if rows else {},
+    }
+    assumptions = {
+        d.name: {
+            "peak_tflops": d.peak_tflops,
+            "train_mfu": mfu.get(d.name, d.mfu),
+            "eval_mfu": mfu.get(d.name, d.mfu) * EVAL_PER_TRAIN_MFU,
+            "sheet": d.sheet,
+            "mfu_basis": "--mfu" if d.name in mfu else d.mfu_basis,
+            **({"usd_per_hour": price[d.name]} if d.name in price else {}),
+        }
+        for d in devices
+    }
+    return {
+        "sweeps": rows,
+        "total": total,
+        "assumptions": assumptions,
+        "cpu_basis": {
+            "cores": cores,
+            "machine": cpu_rates.MACHINE,
+            "rates": [dataclasses.asdict(r) for r in cpu_rates.RATES],
+        },
+        "storage_basis": {
+            "checkpoint_bytes_per_param": CHECKPOINT_BYTES_PER_PARAM,
+            "checkpoints_kept": CHECKPOINTS_KEPT,
+            "parquet_row_bytes": PARQUET_ROW_BYTES,
+        },
+    }

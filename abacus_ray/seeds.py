@@ -8,13 +8,15 @@ rank and resume:
 | recipe | keyed on | draws |
 |---|---|---|
 | `weights_seed` | run seed | the initial weights (every rank alike) |
-| `rank_seed` | run seed, rank | a rank's global torch / NumPy / `random` streams (initial-state noise) |
-| `resumed_rank_seed` | run seed, rank, step | the same, for a rank other than 0 resuming from a checkpoint without its streams (another world size) |
-| `micro_batch_generator` | run seed, micro-batch index, drawing rank | progressive-loss depth and Abacus offset |
-| `stable_key` | a domain and the problem's coordinates | the training stream's and the evaluation sets' problems (Philox keys) |
-| `cell_seed` | eval seed, task, i, j | a grid cell's initial-state noise at evaluation |
-| `validation_seed` | eval seed | the validation score's problems (never the final grid's) |
-| `search_rng` | the search's seed | which points of a search's cross product run, in which order |
+| `rank_seed` | run seed, rank | a rank's global torch / NumPy / `random` streams (initial-state
+noise) | | `resumed_rank_seed` | run seed, rank, step | the same, for a rank other than 0 resuming
+from a checkpoint without its streams (another world size) | | `micro_batch_generator` | run seed,
+micro-batch index, drawing rank | progressive-loss depth and Abacus offset | | `stable_key` | a
+domain and the problem's coordinates | the training stream's and the evaluation sets' problems
+(Philox keys) | | `cell_seed` | eval seed, task, i, j | a grid cell's initial-state noise at
+evaluation | | `validation_seed` | eval seed | the validation score's problems (never the final
+grid's) | | `search_rng` | the search's seed | which points of a search's cross
+product run, in which order |
 
 The values are frozen: checkpoints, results, model ids and the determinism tests depend on them.
 
@@ -31,7 +33,8 @@ import random
 import numpy as np
 import torch
 
-RANK_STRIDE = 10  # the official code offsets each rank's seeds by 10 * rank (docs/official-code.md §6.8)
+# the official code offsets each rank's seeds by 10 * rank (docs/official-code.md §6.8)
+RANK_STRIDE = 10
 RESUME_STRIDE = 7919  # a prime: a resumed rank's streams start where no earlier step's could
 VALIDATION_SHIFT = 1  # validation problems: eval.seed + 1, never the final evaluation's own
 _PROBLEMS = "abacus-ray/tasks/v1"  # the namespace of problem keys
@@ -44,7 +47,8 @@ def weights_seed(seed: int) -> int:
 
 def rank_seed(seed: int, rank: int) -> int:
     """A rank's global RNGs (initial-state noise and anything else drawn globally): the official
-    code's seed + 10 x rank, shifted by one so that rank 0's streams differ from the weights' draw."""
+    code's seed + 10 x rank, shifted by one so that rank 0's streams differ
+    from the weights' draw."""
     return seed + 1 + RANK_STRIDE * rank
 
 
@@ -56,9 +60,9 @@ def resumed_rank_seed(seed: int, rank: int, step: int) -> int:
 
 
 def micro_batch_generator(seed: int, index: int, rank: int = 0) -> torch.Generator:
-    """A CPU generator determined by (seed, micro-batch index, drawing rank) alone, for the draws that
-    must not depend on how a run was split into sessions (progressive loss, Abacus offset); rank 0's
-    stream does not depend on the world size."""
+    """A CPU generator determined by (seed, micro-batch index, drawing rank) alone, for the draws
+    that must not depend on how a run was split into sessions (progressive loss, Abacus offset);
+    rank 0's stream does not depend on the world size."""
     words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, index, 0xABAC] + ([rank] if rank else [])
     state = np.random.SeedSequence(words).generate_state(2)
     return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
@@ -66,14 +70,15 @@ def micro_batch_generator(seed: int, index: int, rank: int = 0) -> torch.Generat
 
 def stable_key(*parts: object) -> int:
     """A 128-bit Philox key from `parts` (str/int/float), identical across processes and machines
-    (never Python's salted `hash()`): the problems of the training stream and of the evaluation sets."""
+    (never Python's salted `hash()`): the problems of the training stream and
+    of the evaluation sets."""
     text = "|".join([_PROBLEMS, *(f"{type(p).__name__}:{p!r}" for p in parts)])
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:16], "little")
 
 
 def cell_seed(eval_seed: int, task: str, i: int, j: int) -> int:
-    """A 63-bit seed of a grid cell's initial-state noise, depending on the whole (eval seed, task, i, j)
-    and nothing else, so that every engine and every packing of cells sees the same noise."""
+    """A 63-bit seed of a grid cell's initial-state noise, depending on the whole (eval seed, task,
+    i, j) and nothing else, so that every engine and every packing of cells sees the same noise."""
     digest = hashlib.sha256(f"abacus-ray/noise/{eval_seed}/{task}/{i}/{j}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 

@@ -13,7 +13,8 @@ PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")  # Ray's placeme
 
 
 def parse_resources(text: str) -> dict[str, float]:
-    """`"a4000:0.25,bigmem:1"` -> {"a4000": 0.25, "bigmem": 1.0}: custom Ray resources per worker."""
+    """`"a4000:0.25,bigmem:1"` -> {"a4000": 0.25, "bigmem": 1.0}: custom
+    Ray resources per worker."""
     out: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, amount = part.partition(":")
@@ -22,8 +23,8 @@ def parse_resources(text: str) -> dict[str, float]:
         except ValueError:
             value = float("nan")
         check(bool(name.strip()) and value > 0 and name.strip() not in ("CPU", "GPU", "memory"),
-              "cluster.resources", f"expected name:amount[,name:amount] with amounts > 0 (CPU and GPU have "
-              f"their own keys), got {text!r}")
+              "cluster.resources", "expected name:amount[,name:amount] with amounts > 0 (CPU and "
+              f"GPU have their own keys), got {text!r}")
         out[name.strip()] = value
     return out
 
@@ -36,25 +37,39 @@ class ClusterConfig:
     use_gpu: bool | None = None
     cpus_per_worker: float = 1.0
     gpus_per_worker: float = 1.0
-    # torch: every trial is a Ray Train TorchTrainer (DDP, worker restarts). function: the loop runs in
-    # the Tune trial process itself, one worker, ~5x less start-up (smoke tests, many tiny trials).
+    # torch: every trial is a Ray Train TorchTrainer (DDP, worker restarts). function: the loop runs
+    # in the Tune trial process itself, one worker, ~5x less start-up (smoke
+    # tests, many tiny trials).
     trainer: str = "torch"
     # How a trial's workers are spread over nodes (Ray Train's `ScalingConfig.placement_strategy`):
     # PACK fills few nodes, STRICT_SPREAD puts every worker on its own node (DDP across nodes).
     placement: str = "PACK"
-    # Custom Ray resources each worker needs, "name:amount,...": a trial only runs on nodes started with
-    # `ray start --resources='{"name": N}'` (e.g. one GPU model, or nodes a lab reserves for sweeps).
+    # Custom Ray resources each worker needs, "name:amount,...": a trial only runs on nodes started
+    # with `ray start --resources='{"name": N}'` (e.g. one GPU model, or nodes a
+    # lab reserves for sweeps).
     resources: str = ""
     # Say on the console when a trial or evaluation has waited this long for resources.
     wait_warn_s: float = 60.0
 
     def __post_init__(self) -> None:
         check(self.workers >= 1, "cluster.workers", f"must be >= 1, got {self.workers}")
-        check(self.cpus_per_worker > 0, "cluster.cpus_per_worker", f"must be > 0, got {self.cpus_per_worker}")
-        check(self.gpus_per_worker > 0, "cluster.gpus_per_worker", f"must be > 0, got {self.gpus_per_worker}")
+        check(
+            self.cpus_per_worker > 0,
+            "cluster.cpus_per_worker",
+            f"must be > 0, got {self.cpus_per_worker}",
+        )
+        check(
+            self.gpus_per_worker > 0,
+            "cluster.gpus_per_worker",
+            f"must be > 0, got {self.gpus_per_worker}",
+        )
         bounds.check_at_most(self.workers, bounds.MAX_WORKERS, "cluster.workers")
-        bounds.check_at_most(self.cpus_per_worker, bounds.MAX_WORKER_CPUS, "cluster.cpus_per_worker")
-        bounds.check_at_most(self.gpus_per_worker, bounds.MAX_WORKER_GPUS, "cluster.gpus_per_worker")
+        bounds.check_at_most(
+            self.cpus_per_worker, bounds.MAX_WORKER_CPUS, "cluster.cpus_per_worker"
+        )
+        bounds.check_at_most(
+            self.gpus_per_worker, bounds.MAX_WORKER_GPUS, "cluster.gpus_per_worker"
+        )
         check_choice(self.trainer, "cluster.trainer", TRAINERS)
         check_choice(self.placement, "cluster.placement", PLACEMENTS)
         parse_resources(self.resources)

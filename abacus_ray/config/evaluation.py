@@ -31,9 +31,9 @@ class EvalConfig:
     # output, up to twice the answer field generated (docs/fidelity.md); "strict" also checks every
     # hint.
     hint_scoring: str = "official"
-    # The validation score (evaluation/validation.py): exact match on diagonal cells (n, n) scored every
-    # `validation_every` optimiser steps during training, the metric Tune's early stopping reads;
-    # () = no validation score.
+    # The validation score (evaluation/validation.py): exact match on diagonal cells (n, n) scored
+    # every `validation_every` optimiser steps during training, the metric Tune's early stopping
+    # reads; () = no validation score.
     validation_lengths: tuple[int, ...] = ()
     validation_every: int = 500
     validation_per_cell: int = 50

@@ -1,12 +1,12 @@
-"""The paper's figures and tables as sweeps: one module per figure, each declaring `SWEEP = Sweep(...)`
-whose caption is the figure's (the reproduction of Fig. 10 is `abacus_ray/figures/fig10_k.py`) and
-`CLAIM = Claim(...)`, what the figure claims, which a sweep's results show, contradict or leave
-undecided (`abacus_ray/evaluation/claims.py`).
+"""The paper's figures and tables as sweeps: one module per figure, each declaring `SWEEP =
+Sweep(...)` whose caption is the figure's (the reproduction of Fig. 10 is
+`abacus_ray/figures/fig10_k.py`) and `CLAIM = Claim(...)`, what the figure claims, which a sweep's
+results show, contradict or leave undecided (`abacus_ray/evaluation/claims.py`).
 
 They ship inside the package, so an installed `abacus-ray` finds them by name from any directory
-(`abacus-ray sweep fig10_k`, `abacus-ray plan --all`); the top-level `sweeps/*.py` are thin scripts that
-run them (`python sweeps/fig10_k.py`). A figure is found by importing its module: the package's own
-listing is the only catalogue, nothing is registered at run time.
+(`abacus-ray sweep fig10_k`, `abacus-ray plan --all`); the top-level `sweeps/*.py` are thin scripts
+that run them (`python sweeps/fig10_k.py`). A figure is found by importing its module: the package's
+own listing is the only catalogue, nothing is registered at run time.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ CONFIRM = "_confirm"  # a search's confirmation sweep (`--confirm`) is named NAM
 
 def names() -> tuple[str, ...]:
     """Every figure's sweep name (its module's name), sorted."""
-    return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")))
+    return tuple(
+        sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    )
 
 
 def figure(name: str) -> Sweep | None:
@@ -30,14 +32,15 @@ def figure(name: str) -> Sweep | None:
     if name not in names():
         return None
     sweep = importlib.import_module(f"{__name__}.{name}").SWEEP
-    if not isinstance(sweep, Sweep) or sweep.name != name:  # a figure module names its sweep as itself
+    # a figure module names its sweep as itself
+    if not isinstance(sweep, Sweep) or sweep.name != name:
         raise ValueError(f"{__name__}.{name}: declares no SWEEP = Sweep(name={name!r}, ...)")
     return sweep
 
 
 def claim(name: str) -> Claim | None:
-    """The claim of figure `name`'s sweep (that of its search for `NAME_confirm`), or None when no figure
-    has that name."""
+    """The claim of figure `name`'s sweep (that of its search for `NAME_confirm`), or None when no
+    figure has that name."""
     base = name.removesuffix(CONFIRM)
     if base not in names():
         return None

@@ -1,6 +1,7 @@
 """Fig. 15 — what a looped model predicts after each recurrence.
 
-"A 1 x 16 looped transformer with Abacus embeddings trained on size-20 addition, decoding a 100-digit
+"A 1 x 16 looped transformer with Abacus embeddings trained on size-20
+addition, decoding a 100-digit
 problem: the prediction after each of the 16 recurrences." The sweep trains the model and scores the
 100-digit diagonal cell with test-time recurrences 1..16 (one results row each, `recurrences`
 column); `abacus-ray eval CKPT --diagonal 100 --recurrences R --samples` gives the predictions.
@@ -15,12 +16,20 @@ from abacus_ray.sweep import Scale, Sweep
 SWEEP = Sweep(
     name="fig15_recurrence_outputs",
     caption=__doc__.splitlines()[0],
-    base={"task.name": "add", "task.train_max_len": 20, "model.positions": "abacus", **looped(1, 16)},
+    base={
+        "task.name": "add",
+        "task.train_max_len": 20,
+        "model.positions": "abacus",
+        **looped(1, 16),
+    },
     seeds=1,
     grids=("diagonal:100",),
     eval_recurrences=tuple(range(1, 17)),
-    tiny=Scale(overrides={"task.train_max_len": 5, **looped(1, 4)}, grids=("diagonal:12",),
-               eval_recurrences=(1, 2, 3, 4)),
+    tiny=Scale(
+        overrides={"task.train_max_len": 5, **looped(1, 4)},
+        grids=("diagonal:12",),
+        eval_recurrences=(1, 2, 3, 4),
+    ),
 )
 
 CLAIM = Claim(

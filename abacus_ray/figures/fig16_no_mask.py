@@ -18,7 +18,9 @@ SWEEP = Sweep(
     axes={"model.positions": EMBEDDINGS},
     seeds=3,
     grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)),
+    tiny=Scale(
+        overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)
+    ),
 )
 
 CLAIM = Claim(

@@ -19,8 +19,13 @@ SWEEP = Sweep(
     axes={"model.positions": EMBEDDINGS},
     seeds=3,
     grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, axes={"model.positions": ["abacus"]},
-               seeds=1, grids=("tiny-addition",)),
+    tiny=Scale(
+        overrides={"task.train_max_len": 5},
+        variants=TINY_ARCHS,
+        axes={"model.positions": ["abacus"]},
+        seeds=1,
+        grids=("tiny-addition",),
+    ),
 )
 
 CLAIM = Claim(

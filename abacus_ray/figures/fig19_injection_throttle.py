@@ -20,9 +20,16 @@ SWEEP = Sweep(
     + [{**looped(L, R), "train.throttle": True} for L, R in ((8, 2), (4, 4), (2, 8))],
     seeds=3,
     grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5},
-               variants=[looped(2, 2, "first"), looped(1, 4, "first"), {**looped(2, 2), "train.throttle": True}],
-               seeds=1, grids=("tiny-addition",)),
+    tiny=Scale(
+        overrides={"task.train_max_len": 5},
+        variants=[
+            looped(2, 2, "first"),
+            looped(1, 4, "first"),
+            {**looped(2, 2), "train.throttle": True},
+        ],
+        seeds=1,
+        grids=("tiny-addition",),
+    ),
 )
 
 CLAIM = Claim(

@@ -1,8 +1,8 @@
 """Fig. 20 — random padding of the training data.
 
 "LT, ST and ST w/ II with Abacus, FIRE and NoPE trained on size-20 addition with pad tokens inserted
-at random positions." The paper does not give the probability (docs/official-code.md §11.2); `--pad-p` sets it
-(default 0.1; each extra pad 10x less likely). Evaluation prompts carry no pads.
+at random positions." The paper does not give the probability (docs/official-code.md §11.2);
+`--pad-p` sets it (default 0.1; each extra pad 10x less likely). Evaluation prompts carry no pads.
 
 Tiny: the depth-2 trio on size-5 addition, one seed.
 """
@@ -19,7 +19,9 @@ SWEEP = Sweep(
     axes={"model.positions": EMBEDDINGS},
     seeds=3,
     grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)),
+    tiny=Scale(
+        overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)
+    ),
     flags=(Flag("--pad-p", "task.pad_p", "probability of a pad before each character"),),
 )
 

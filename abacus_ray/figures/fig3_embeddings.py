@@ -2,8 +2,8 @@
 
 "Left: mean exact match accuracy of three models of depth sixteen on size-20 addition, OOD and 100+
 OOD: standard transformer (ST), standard transformer with input injection (ST w/ II) and looped
-transformer (LT, 1 x 16), each with Abacus, FIRE and NoPE embeddings." The right panel (size-40 data,
-FIRE and NoPE only) is `--set task.train_max_len=40 --positions fire,nope`.
+transformer (LT, 1 x 16), each with Abacus, FIRE and NoPE embeddings." The right panel (size-40
+data, FIRE and NoPE only) is `--set task.train_max_len=40 --positions fire,nope`.
 
 Tiny: depth 2 (ST 2 x 1, ST w/ II 2 x 1, LT 1 x 2) on size-5 addition, one seed.
 """
@@ -20,7 +20,9 @@ SWEEP = Sweep(
     axes={"model.positions": EMBEDDINGS},
     seeds=3,
     grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)),
+    tiny=Scale(
+        overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)
+    ),
     flags=(Flag("--positions", "model.positions", "position embeddings to compare"),),
 )
 

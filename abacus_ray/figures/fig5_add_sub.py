@@ -14,11 +14,19 @@ from abacus_ray.sweep import Scale, Sweep
 SWEEP = Sweep(
     name="fig5_add_sub",
     caption=__doc__.splitlines()[0],
-    base={"task.name": "addsub", "task.train_max_len": 20, "model.positions": "abacus", **looped(8, 2)},
+    base={
+        "task.name": "addsub",
+        "task.train_max_len": 20,
+        "model.positions": "abacus",
+        **looped(8, 2),
+    },
     seeds=3,
     grids=("diagonal:1-120",),
-    tiny=Scale(overrides={"task.train_max_len": 5, "model.layers": 2, "model.recurrences": 1}, seeds=1,
-               grids=("diagonal:1-20",)),
+    tiny=Scale(
+        overrides={"task.train_max_len": 5, "model.layers": 2, "model.recurrences": 1},
+        seeds=1,
+        grids=("diagonal:1-20",),
+    ),
 )
 
 CLAIM = Claim(

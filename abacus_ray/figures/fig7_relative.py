@@ -16,12 +16,20 @@ SWEEP = Sweep(
     name="fig7_relative",
     caption=__doc__.splitlines()[0],
     base={"task.name": "add", "task.train_max_len": 20, **standard_ii(16)},
-    variants=[{"model.positions": "abacus+fire", "train.micro_batch": ST_MICRO_BATCH}, {"model.positions": "fire"},
-              {"model.positions": "abacus+rope", "train.micro_batch": ST_MICRO_BATCH}, {"model.positions": "rope"}],
+    variants=[
+        {"model.positions": "abacus+fire", "train.micro_batch": ST_MICRO_BATCH},
+        {"model.positions": "fire"},
+        {"model.positions": "abacus+rope", "train.micro_batch": ST_MICRO_BATCH},
+        {"model.positions": "rope"},
+    ],
     seeds=3,
     grids=("paper-addition",),
-    tiny=Scale(overrides={"task.train_max_len": 5, **standard_ii(2)}, seeds=1, grids=("tiny-addition",),
-               variants=[{"model.positions": p} for p in ("abacus+fire", "fire", "abacus+rope", "rope")]),
+    tiny=Scale(
+        overrides={"task.train_max_len": 5, **standard_ii(2)},
+        seeds=1,
+        grids=("tiny-addition",),
+        variants=[{"model.positions": p} for p in ("abacus+fire", "fire", "abacus+rope", "rope")],
+    ),
 )
 
 CLAIM = Claim(

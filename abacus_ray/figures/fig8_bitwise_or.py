@@ -14,26 +14,35 @@ with micro-batch 256 and a 1 A4000-hour budget; the bars labelled "ST w/ II" com
 path cannot be resolved; we train on the OR data). So the two ST variants differ by their budget
 only. LT is 1 x 16 with micro-batch 512 and 1 A4000-hour.
 
-Tiny: the paper text's depth-2 trio (ST, ST w/ II, LT), vectors up to length 6, 1..12 square, one seed.
+Tiny: the paper text's depth-2 trio (ST, ST w/ II, LT), vectors up to length 6, 1..12 square, one
+seed.
 """
 
 from abacus_ray.config.model import EMBEDDINGS, ST_MICRO_BATCH, TINY_ARCHS, looped, standard_ii
 from abacus_ray.evaluation.claims import Cells, Claim, embedding
 from abacus_ray.sweep import Scale, Sweep
 
-FF_SHELL = {**standard_ii(16), "train.micro_batch": ST_MICRO_BATCH}  # "ST" bars: the skip flag is set
+# "ST" bars: the skip flag is set
+FF_SHELL = {**standard_ii(16), "train.micro_batch": ST_MICRO_BATCH}
 
 SWEEP = Sweep(
     name="fig8_bitwise_or",
     caption=__doc__.splitlines()[0],
     base={"task.name": "or", "task.train_max_len": 20},
-    variants=[{**looped(1, 16), "train.budget_a4000_hours": 1.0},
-              {**FF_SHELL, "train.budget_a4000_hours": 1.0},
-              {**FF_SHELL, "train.budget_a4000_hours": 24.0}],
+    variants=[
+        {**looped(1, 16), "train.budget_a4000_hours": 1.0},
+        {**FF_SHELL, "train.budget_a4000_hours": 1.0},
+        {**FF_SHELL, "train.budget_a4000_hours": 24.0},
+    ],
     axes={"model.positions": EMBEDDINGS},
     seeds=3,
     grids=("paper-or",),
-    tiny=Scale(overrides={"task.train_max_len": 6}, variants=TINY_ARCHS, seeds=1, grids=("cells:1-12x1-12",)),
+    tiny=Scale(
+        overrides={"task.train_max_len": 6},
+        variants=TINY_ARCHS,
+        seeds=1,
+        grids=("cells:1-12x1-12",),
+    ),
 )
 
 CLAIM = Claim(

@@ -18,8 +18,12 @@ SWEEP = Sweep(
     axes={"task.train_max_len": [10, 20, 30, 40], "model.positions": EMBEDDINGS},
     seeds=3,
     grids=("paper-addition",),
-    tiny=Scale(variants=TINY_ARCHS, axes={"task.train_max_len": [3, 5, 8], "model.positions": ["abacus"]},
-               seeds=1, grids=("tiny-addition",)),
+    tiny=Scale(
+        variants=TINY_ARCHS,
+        axes={"task.train_max_len": [3, 5, 8], "model.positions": ["abacus"]},
+        seeds=1,
+        grids=("tiny-addition",),
+    ),
 )
 
 CLAIM = Claim(

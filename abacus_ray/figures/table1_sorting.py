@@ -2,7 +2,8 @@
 
 "Exact string match accuracy of ST 8 x 1 models trained on arrays of up to 10 numbers of up to 10
 digits, evaluated on the 30 x 30 grid (max digits x array length): OOD in number length, OOD in
-array length, all OOD." Micro-batch 32 as in the official sorting shell (docs/official-code.md §6.5).
+array length, all OOD." Micro-batch 32 as in the official sorting shell
+(docs/official-code.md §6.5).
 
 Tiny: ST 2 x 1 on up to 3 numbers of up to 3 digits, 1..6 square, one seed.
 """
@@ -14,13 +15,26 @@ from abacus_ray.sweep import Scale, Sweep
 SWEEP = Sweep(
     name="table1_sorting",
     caption=__doc__.splitlines()[0],
-    base={"task.name": "sort", "task.train_max_len": 10, "task.train_max_array": 10, "train.micro_batch": 32,
-          **standard(8)},
+    base={
+        "task.name": "sort",
+        "task.train_max_len": 10,
+        "task.train_max_array": 10,
+        "train.micro_batch": 32,
+        **standard(8),
+    },
     axes={"model.positions": ["fire", "abacus", "abacus+fire"]},
     seeds=3,
     grids=("paper-sorting",),
-    tiny=Scale(overrides={"task.train_max_len": 3, "task.train_max_array": 3, "train.micro_batch": 64,
-                          **standard(2)}, seeds=1, grids=("cells:1-6x1-6",)),
+    tiny=Scale(
+        overrides={
+            "task.train_max_len": 3,
+            "task.train_max_array": 3,
+            "train.micro_batch": 64,
+            **standard(2),
+        },
+        seeds=1,
+        grids=("cells:1-6x1-6",),
+    ),
 )
 
 CLAIM = Claim(

@@ -14,13 +14,22 @@ from abacus_ray.sweep import Scale, Sweep
 SWEEP = Sweep(
     name="table2_sorting_arch",
     caption=__doc__.splitlines()[0],
-    base={"task.name": "sort", "task.train_max_len": 10, "task.train_max_array": 10, "train.micro_batch": 32,
-          "model.positions": "abacus+fire"},
+    base={
+        "task.name": "sort",
+        "task.train_max_len": 10,
+        "task.train_max_array": 10,
+        "train.micro_batch": 32,
+        "model.positions": "abacus+fire",
+    },
     variants=[standard(8), standard_ii(8), looped(1, 8)],
     seeds=3,
     grids=("paper-sorting",),
-    tiny=Scale(overrides={"task.train_max_len": 3, "task.train_max_array": 3, "train.micro_batch": 64},
-               variants=[standard(2), standard_ii(2), looped(1, 2)], seeds=1, grids=("cells:1-6x1-6",)),
+    tiny=Scale(
+        overrides={"task.train_max_len": 3, "task.train_max_array": 3, "train.micro_batch": 64},
+        variants=[standard(2), standard_ii(2), looped(1, 2)],
+        seeds=1,
+        grids=("cells:1-6x1-6",),
+    ),
 )
 
 CLAIM = Claim(

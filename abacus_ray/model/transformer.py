@@ -225,8 +225,8 @@ class ArithmeticTransformer(nn.Module):
         (the training loop pads every batch to the task's longest line,
         `tasks.stream.padded_length`); a new length only costs one more graph. The parameters are
         graph inputs, so a new model of the same shapes (a resumed run) reuses the graphs. Only
-        training-mode forwards use it: evaluation, validation scoring and decoding with a KV cache stay eager,
-        so their many shapes never recompile.
+        training-mode forwards use it: evaluation, validation scoring and decoding with a KV cache
+        stay eager, so their many shapes never recompile.
         """
         self._compiled_block = torch.compile(self._block, dynamic=False, **compile_kwargs)
 

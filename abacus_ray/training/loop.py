@@ -8,8 +8,8 @@ once f >= 1 (the official code checks after every micro-batch; stopping mid-accu
 waste it).
 
 Determinism: the data of micro-batch i is `TrainStream.batch(i, ...)` and its progressive-loss depth
-and Abacus offset come from a generator seeded by (seed, i, rank; `train.worker_draws`, progressive.py);
-the initial-state noise comes from the
+and Abacus offset come from a generator seeded by (seed, i, rank; `train.worker_draws`,
+progressive.py); the initial-state noise comes from the
 global torch RNG, seeded per rank and saved in checkpoints. With a steps budget a run is therefore
 a pure function of its config, and N steps straight equal N/2 + resume + N/2 bit for bit on CPU.
 
@@ -20,8 +20,9 @@ report); only rank 0 writes checkpoints.
 
 Divergence: a step whose loss or gradient norm (both agreed over ranks, in the all-reduce above) is
 not finite stops the run before the optimiser touches the weights: nothing is saved, the final
-report carries `diverged_at_step` (that step) and no checkpoint, and the run's last checkpoint is the
-last finite one. Under fp16 the grad scaler skips such steps instead, so fp16 runs are not stopped.
+report carries `diverged_at_step` (that step) and no checkpoint, and the run's last checkpoint is
+the last finite one. Under fp16 the grad scaler skips such steps instead, so fp16 runs are not
+stopped.
 """
 
 from __future__ import annotations
@@ -82,12 +83,14 @@ class TrainResult:
     checkpoint: str | None  # final checkpoint directory (None without a checkpoint_dir)
     model_id: str  # sha256 of the final weights
     metrics: dict  # the final report
-    losses: list[float] = field(default_factory=list)  # mean loss of every optimiser step of this session
+    # mean loss of every optimiser step of this session
+    losses: list[float] = field(default_factory=list)
     model: nn.Module | None = None  # the trained model (unwrapped, eval mode)
 
 
 def _check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path) -> None:
-    """The model, task and seed must match the checkpoint; training settings may change (e.g. a longer budget)."""
+    """The model, task and seed must match the checkpoint; training settings may change
+    (e.g. a longer budget)."""
     for section in ("seed", "task", "model"):
         if getattr(cfg, section) != getattr(saved, section):
             mine, theirs = cfg.to_dict()[section], saved.to_dict()[section]
@@ -98,7 +101,8 @@ def _check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path)
 
 
 def check_fits(cfg: ExperimentConfig, device: str | torch.device) -> None:
-    """Refuse a model or a micro-batch that cannot fit `device` (model/memory.py), before anything is built."""
+    """Refuse a model or a micro-batch that cannot fit `device` (model/memory.py),
+    before anything is built."""
     grad = backprop_limit(cfg.model.recurrences, cfg.train.max_backprop)
     check_training_fits(cfg, device, grad, padded_length(cfg.task))
 
@@ -111,17 +115,22 @@ def check_fits_here(configs: list[ExperimentConfig]) -> None:
 
 
 def _resolve_device(device: str | torch.device) -> torch.device:
-    """A concrete device: CUDA gets its index (DDP wants one) and TF32 for the fp32 matmuls that remain."""
+    """A concrete device: CUDA gets its index (DDP wants one) and TF32 for the
+    fp32 matmuls that remain."""
     device = torch.device(device)
     if device.type == "cuda":
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
-        torch.set_float32_matmul_precision("high")  # TF32 where fp32 matmuls remain (docs/official-code.md §6.6)
+        # TF32 where fp32 matmuls remain (docs/official-code.md §6.6)
+        torch.set_float32_matmul_precision("high")
     return device
 
 
-def _build_model(cfg: ExperimentConfig, resume_from: str | Path | None) -> tuple[nn.Module, dict | None]:
-    """The initial model (same weights on every rank), with the checkpoint's weights and state when resuming."""
+def _build_model(
+    cfg: ExperimentConfig, resume_from: str | Path | None
+) -> tuple[nn.Module, dict | None]:
+    """The initial model (same weights on every rank), with the checkpoint's weights
+    and state when resuming."""
     seed_all(weights_seed(cfg.seed))  # identical initial weights on every rank
     model = ArithmeticTransformer.for_experiment(cfg)
     if resume_from is None:
@@ -135,15 +144,23 @@ def _build_model(cfg: ExperimentConfig, resume_from: str | Path | None) -> tuple
 
 
 class _Session:
-    """One training session: the model and its optimiser, the budget, the data stream and the counters.
+    """One training session: the model and its optimiser, the budget, the
+    data stream and the counters.
 
     Built in the order the RNG streams expect (initial weights, then the resumed or per-rank seed);
     `run` then takes optimiser steps until the budget is spent.
     """
 
-    def __init__(self, cfg: ExperimentConfig, device: torch.device, process_group: Any,
-                 report: Callable[[dict], None] | None, root: Path | None, resume_from: str | Path | None,
-                 validation: Callable[[nn.Module], dict[str, float]] | None) -> None:
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        device: torch.device,
+        process_group: Any,
+        report: Callable[[dict], None] | None,
+        root: Path | None,
+        resume_from: str | Path | None,
+        validation: Callable[[nn.Module], dict[str, float]] | None,
+    ) -> None:
         self.cfg, self.tc, self.device = cfg, cfg.train, device
         self.process_group, self.report, self.root = process_group, report, root
         self.validation = validation
@@ -166,7 +183,9 @@ class _Session:
         self.throttle = throttle_factor(self.recurrences, self.limit) if self.tc.throttle else 1.0
         self.offsets = OffsetDraw.of(cfg)
         self.draw_rank = self.rank if self.tc.worker_draws == "per_worker" else 0  # progressive.py
-        self.depth_total, self.depth_grad = expected_depths(self.recurrences, self.limit, self.tc.alpha)
+        self.depth_total, self.depth_grad = expected_depths(
+            self.recurrences, self.limit, self.tc.alpha
+        )
         self.peak = peak_flops(device)
         self.losses: list[float] = []
         self.validated: dict[str, float] = {}
@@ -213,9 +232,11 @@ class _Session:
 
     def sync(self, loss_sum: float = 0.0, tokens: float = 0.0,
              grad_norm: float = 0.0) -> tuple[float, float, float]:
-        """Adopt rank 0's clock; sum the step's loss, tokens and gradient norms over ranks (one all-reduce).
+        """Adopt rank 0's clock; sum the step's loss, tokens and gradient norms
+        over ranks (one all-reduce).
 
-        The summed norm is finite iff every rank's is: all ranks then take the same divergence decision."""
+        The summed norm is finite iff every rank's is: all ranks then take the
+        same divergence decision."""
         elapsed, loss_sum, tokens, grad_norm = agree(
             [self.budget.local_elapsed_s(), loss_sum, tokens, grad_norm], rank=self.rank,
             process_group=self.process_group, device=self.device, from_rank0=1)
@@ -229,10 +250,19 @@ class _Session:
         rngs = every_rank_rng_state(self.process_group)
         if self.rank != 0 or self.root is None:
             return None
-        state = {"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
-                 "micro_index": self.micro_index, "tokens": self.tokens_total, "rng": rngs,
-                 "world_size": self.world, "budget_fraction": fraction, "batch_size": self.batch_size,
-                 "loss": loss, "seed": self.cfg.seed, **self.budget.state()}
+        state = {
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "micro_index": self.micro_index,
+            "tokens": self.tokens_total,
+            "rng": rngs,
+            "world_size": self.world,
+            "budget_fraction": fraction,
+            "batch_size": self.batch_size,
+            "loss": loss,
+            "seed": self.cfg.seed,
+            **self.budget.state(),
+        }
         target = self.root / ckpt.checkpoint_name(self.budget.step)
         model_id = ckpt.save_checkpoint(target, self.model, self.cfg, state)
         ckpt.prune_checkpoints(self.root, KEEP_CHECKPOINTS)
@@ -245,15 +275,28 @@ class _Session:
         budget, losses = self.budget, self.losses
         now = budget.session_elapsed_s()
         rates = window.rates(now)
-        if final and losses:  # the final report: rates over the session, loss over its last 10 steps
+        # the final report: rates over the session, loss over its last 10 steps
+        if final and losses:
             rates["loss"] = sum(losses[-10:]) / len(losses[-10:])
-        metrics = {"step": budget.step, "samples": budget.samples, "tokens": self.tokens_total,
-                   "loss": rates["loss"], "lr": lr, "batch_size": self.batch_size,
-                   "tokens_per_s": rates["tokens_per_s"], "samples_per_s": rates["samples_per_s"],
-                   "budget_fraction": fraction, "device_hours": budget.device_hours,
-                   "eta_s": eta_seconds(fraction, self.fraction_start, now), "elapsed_s": now, "rank": self.rank,
-                   "world_size": self.world, "final": final, "checkpoint": saved[0] if saved else None,
-                   "model_id": saved[1] if saved else None}
+        metrics = {
+            "step": budget.step,
+            "samples": budget.samples,
+            "tokens": self.tokens_total,
+            "loss": rates["loss"],
+            "lr": lr,
+            "batch_size": self.batch_size,
+            "tokens_per_s": rates["tokens_per_s"],
+            "samples_per_s": rates["samples_per_s"],
+            "budget_fraction": fraction,
+            "device_hours": budget.device_hours,
+            "eta_s": eta_seconds(fraction, self.fraction_start, now),
+            "elapsed_s": now,
+            "rank": self.rank,
+            "world_size": self.world,
+            "final": final,
+            "checkpoint": saved[0] if saved else None,
+            "model_id": saved[1] if saved else None,
+        }
         metrics.update(self.validated)
         if self.diverged_at is not None:
             metrics["diverged_at_step"] = self.diverged_at
@@ -273,9 +316,12 @@ class _Session:
             self.run_validation()
         self.sync()
         self.fraction_start = budget.fraction()
-        self.batch_size = ramped_batch_size(self.fraction_start, tc.global_batch, self.mbs_eff, tc.batch_ramp)
+        self.batch_size = ramped_batch_size(
+            self.fraction_start, tc.global_batch, self.mbs_eff, tc.batch_ramp
+        )
         self.window = Window(start_s=budget.session_elapsed_s())
-        self.session = Window(start_s=self.window.start_s)  # the final report's rates cover the whole session
+        # the final report's rates cover the whole session
+        self.session = Window(start_s=self.window.start_s)
         self.last_report_s = self.last_ckpt_s = self.window.start_s
         lr = 0.0
         while (fraction := budget.fraction()) < 1.0 and self.diverged_at is None:
@@ -285,12 +331,15 @@ class _Session:
         if self.diverged_at is None:
             if self.validation is not None and budget.step % self.cfg.eval.validation_every != 0:
                 self.run_validation()
-            final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)  # periodic saves stop short of f = 1
+            # periodic saves stop short of f = 1
+            final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)
         metrics = self.emit(self.session, fraction, lr, final=True, saved=final_saved)
         self.model.drop_compiled_block()  # the trained model is handed on eager
         self.model.eval()
         model_id = final_saved[1] if final_saved else ckpt.model_id_of(self.model)
-        return TrainResult(final_saved[0] if final_saved else None, model_id, metrics, self.losses, self.model)
+        return TrainResult(
+            final_saved[0] if final_saved else None, model_id, metrics, self.losses, self.model
+        )
 
     def step(self, fraction: float) -> float:
         """One optimiser step at budget fraction `fraction`, then the checkpoint, validation and
@@ -299,7 +348,9 @@ class _Session:
         Returns the step's learning rate."""
         tc = self.tc
         accum = accumulation_steps(self.batch_size, self.mbs_eff)
-        lr = tc.lr * lr_multiplier(fraction, tc.warmup, tc.cooldown, first_call=self.budget.step == 0)
+        lr = tc.lr * lr_multiplier(
+            fraction, tc.warmup, tc.cooldown, first_call=self.budget.step == 0
+        )
         set_lr(self.optimizer, lr)
         loss_sum, tokens, positions, seq_sum = self.accumulate(accum)
         if self.working is not None and self.world > 1:  # bf16-pure: DDP wraps nothing (`_wrap`)
@@ -307,8 +358,12 @@ class _Session:
                               device=self.device)
         grad_norm = self.unscale_and_clip()
         step_loss, tokens_all, grad_norm = self.sync(float(loss_sum) / accum, tokens, grad_norm)
-        if not (math.isfinite(step_loss) and math.isfinite(grad_norm)) and not self.scaler.is_enabled():
-            self.diverged_at = self.budget.step + 1  # every rank agrees (`sync`); the weights stay as they are
+        if (
+            not (math.isfinite(step_loss) and math.isfinite(grad_norm))
+            and not self.scaler.is_enabled()
+        ):
+            # every rank agrees (`sync`); the weights stay as they are
+            self.diverged_at = self.budget.step + 1
             self.optimizer.zero_grad(set_to_none=True)
             return lr
         self.scaler.step(self.optimizer)
@@ -321,8 +376,9 @@ class _Session:
         return lr
 
     def unscale_and_clip(self) -> float:
-        """Unscale the gradients (fp16), clip them to `train.grad_clip` (0: no clipping) and return their
-        total norm, this rank's (a host synchronisation: the step must know it before the optimiser runs)."""
+        """Unscale the gradients (fp16), clip them to `train.grad_clip` (0: no clipping) and return
+        their total norm, this rank's (a host synchronisation: the step must know it
+        before the optimiser runs)."""
         self.scaler.unscale_(self.optimizer)  # a no-op without fp16's scaler
         params = [p for p in self.model.parameters() if p.grad is not None]
         if self.tc.grad_clip > 0:
@@ -330,9 +386,11 @@ class _Session:
         return float(torch.nn.utils.get_total_norm([p.grad for p in params]))
 
     def accumulate(self, accum: int) -> tuple[torch.Tensor, int, int, int]:
-        """Forward and backward `accum` micro-batches into the gradients (DDP syncs on the last call only).
+        """Forward and backward `accum` micro-batches into the gradients (DDP
+        syncs on the last call only).
 
-        Returns the summed weighted loss, the tokens, the padded positions and the summed lengths."""
+        Returns the summed weighted loss, the tokens, the padded positions
+        and the summed lengths."""
         loss_sum = torch.zeros((), device=self.device)
         tokens = positions = seq_sum = 0
         for a in range(accum):
@@ -345,16 +403,24 @@ class _Session:
                 _unwrapped(self.forward).validate_inputs = False
         return loss_sum, tokens, positions, seq_sum
 
-    def micro_batch(self, loss_sum: torch.Tensor, *, last_micro: bool, accum: int) -> tuple[torch.Tensor, int]:
+    def micro_batch(
+        self, loss_sum: torch.Tensor, *, last_micro: bool, accum: int
+    ) -> tuple[torch.Tensor, int]:
         """The next micro-batch's forward/backward calls, as the progressive loss plans them.
 
-        Adds the weighted (detached) losses to `loss_sum` in place; returns the input ids and the token count."""
+        Adds the weighted (detached) losses to `loss_sum` in place; returns the input
+        ids and the token count."""
         tc, device = self.tc, self.device
         batch = self.stream.batch(self.micro_index, self.mbs, self.rank, self.world)
         if self.fixed_len is not None:
             batch = pad_batch(batch, self.fixed_len)
-        calls = plan_calls(self.recurrences, self.limit, tc.alpha,
-                           micro_batch_generator(self.cfg.seed, self.micro_index, self.draw_rank), self.offsets)
+        calls = plan_calls(
+            self.recurrences,
+            self.limit,
+            tc.alpha,
+            micro_batch_generator(self.cfg.seed, self.micro_index, self.draw_rank),
+            self.offsets,
+        )
         self.micro_index += 1
         ids = batch.input_ids.to(device, non_blocking=True)
         mask = batch.target_mask.to(device, non_blocking=True)
@@ -362,8 +428,15 @@ class _Session:
         # averages)
         local = loss_denominator(batch.input_ids, batch.target_mask, reduction=tc.loss_reduction,
                                  mask_before_equals=tc.mask_before_equals)
-        denom = global_denominator(local, self.mbs, ids.shape[1], reduction=tc.loss_reduction, world=self.world,
-                                   process_group=self.process_group, device=device)
+        denom = global_denominator(
+            local,
+            self.mbs,
+            ids.shape[1],
+            reduction=tc.loss_reduction,
+            world=self.world,
+            process_group=self.process_group,
+            device=device,
+        )
         for c, call in enumerate(calls):
             last = last_micro and c == len(calls) - 1
             ddp = isinstance(self.forward, DistributedDataParallel)
@@ -375,24 +448,36 @@ class _Session:
                                           grad_recurrences=call.k, **extra)
                 ce = answer_loss(logits, ids, mask, reduction=tc.loss_reduction,
                                  mask_before_equals=tc.mask_before_equals, denominator=denom)
-                self.scaler.scale(ce * (call.weight * self.throttle * self.world / accum)).backward()
+                self.scaler.scale(
+                    ce * (call.weight * self.throttle * self.world / accum)
+                ).backward()
             if self.working is not None:  # every backward's bf16 gradients join the fp32 sums
                 self.working.collect()
             loss_sum += ce.detach() * call.weight
         return ids, int(batch.lengths.sum())
 
-    def count_step(self, accum: int, step_loss: float, tokens_all: int, positions: int, seq_sum: int) -> None:
-        """Advance the budget and the report windows by one step (loss and tokens already agreed over
-        ranks); recompute the batch size from the ramp."""
+    def count_step(
+        self, accum: int, step_loss: float, tokens_all: int, positions: int, seq_sum: int
+    ) -> None:
+        """Advance the budget and the report windows by one step (loss and tokens already agreed
+        over ranks); recompute the batch size from the ramp."""
         budget = self.budget
         budget.step += 1
         budget.samples += accum * self.mbs_eff
         self.tokens_total += tokens_all
         self.losses.append(step_loss)
         for w in (self.window, self.session):
-            w.add_step(samples=accum * self.mbs_eff, tokens=tokens_all, positions=positions * self.world,
-                       loss=step_loss, seq_len_sum=seq_sum, micro_batches=accum)
-        self.batch_size = ramped_batch_size(budget.fraction(), self.tc.global_batch, self.mbs_eff, self.tc.batch_ramp)
+            w.add_step(
+                samples=accum * self.mbs_eff,
+                tokens=tokens_all,
+                positions=positions * self.world,
+                loss=step_loss,
+                seq_len_sum=seq_sum,
+                micro_batches=accum,
+            )
+        self.batch_size = ramped_batch_size(
+            budget.fraction(), self.tc.global_batch, self.mbs_eff, self.tc.batch_ramp
+        )
 
     def checkpoint_validate_report(self, step_loss: float, lr: float) -> None:
         """A periodic checkpoint, validation every `eval.validation_every` steps, and a report when
@@ -400,13 +485,15 @@ class _Session:
         tc, budget = self.tc, self.budget
         fraction = budget.fraction()
         now = budget.session_elapsed_s()
-        # Every decision here rests on the agreed clock and step, so all ranks take it alike: under Ray
-        # Train a report is a barrier, and a rank that skipped it would wait in DDP's next all-reduce.
+        # Every decision here rests on the agreed clock and step, so all ranks take it alike: under
+        # Ray Train a report is a barrier, and a rank that skipped it would wait
+        # in DDP's next all-reduce.
         due = fraction < 1.0 and now - self.last_ckpt_s >= tc.checkpoint_every_min * 60
         saved = None
         if due:
             self.last_ckpt_s = now
-            saved = self.save(fraction, step_loss)  # rank 0 writes; the others report without a checkpoint
+            # rank 0 writes; the others report without a checkpoint
+            saved = self.save(fraction, step_loss)
         fresh = self.validation is not None and budget.step % self.cfg.eval.validation_every == 0
         if fresh:
             self.run_validation()
@@ -430,7 +517,8 @@ def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_
     process_group: a `torch.distributed` group (e.g. `dist.group.WORLD` under Ray Train) for DDP;
         None trains in this process alone even if a default group exists.
     checkpoint_dir: root for numbered checkpoints `step-NNNNNNNNN/` (rank 0 writes; newest 2 kept).
-    resume_from: a checkpoint directory (or URI), or a root whose latest checkpoint is used; its weights
+    resume_from: a checkpoint directory (or URI), or a root whose latest
+    checkpoint is used; its weights
         pass the checks every loader runs (`model.checkpoint.read_checked`).
     validation: scores the model every `eval.validation_every` steps, at the start and at the end
         (`evaluation.validation.Validation`); its numbers join every later report. It runs under a

@@ -6,8 +6,8 @@ backward casts the gradient back (their share of a GPU step: docs/performance.md
 Here the forward and backward run on a bf16 copy of the model instead, its residual adds and
 LayerNorms included (LayerNorm still accumulates in fp32 inside the kernel), and nothing is cast
 inside the recurrent block. The fp32 model stays the master: the optimiser, its AdamW state, the
-gradient clipping, checkpoints, model ids and validation scores all see fp32 tensors, so a checkpoint written
-in this mode is the same file format as any other and resumes in any precision.
+gradient clipping, checkpoints, model ids and validation scores all see fp32 tensors, so a
+checkpoint written in this mode is the same file format as any other and resumes in any precision.
 
 Gradients: each backward leaves bf16 gradients on the working copy (summed in bf16 within that
 backward, e.g. over the recurrences that share the weights); `collect` adds them into fp32
