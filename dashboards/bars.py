@@ -1,8 +1,10 @@
-"""Figs. 3/4/9/17-19-style bars: region means (ID, OOD, 100+ OOD) per condition, with per-seed points.
+"""Figs. 3/4/9/17-19-style bars: region means (ID, OOD, 100+ OOD) per
+condition, with per-seed points.
 
 The numbers are `aggregate.region_means` per entry (every cell of a region weighted equally,
-docs/official-code.md §7.7) and `aggregate.seed_spread` over the entries of a seed group: the paper's "mean of three
-models". The bar is the mean; the points are the individual runs, so the spread is visible.
+docs/official-code.md §7.7) and `aggregate.seed_spread` over the entries of a seed group: the
+paper's "mean of three models". The bar is the mean; the points are the individual runs, so the
+spread is visible.
 """
 
 from __future__ import annotations
@@ -52,8 +54,13 @@ def group_views(spreads: pd.DataFrame) -> dict[int, dict[str, dict[str, Any]]]:
     """{group: {view: {mean, std, min, max (%), runs}}} for the browser and the tables."""
     out: dict[int, dict[str, dict[str, Any]]] = {}
     for r in spreads.itertuples(index=False):
-        out.setdefault(int(r.group), {})[r.view] = {"mean": _r(r.mean), "std": _r(r.std), "min": _r(r.min),
-                                                    "max": _r(r.max), "runs": int(r.runs)}
+        out.setdefault(int(r.group), {})[r.view] = {
+            "mean": _r(r.mean),
+            "std": _r(r.std),
+            "min": _r(r.min),
+            "max": _r(r.max),
+            "runs": int(r.runs),
+        }
     return out
 
 

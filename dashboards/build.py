@@ -37,7 +37,9 @@ def plotly_js() -> Path:
     try:
         import plotly  # heavy and checked: its absence is one line, at build time only
     except ImportError as e:  # pragma: no cover - plotly is a declared dependency
-        raise ValueError("plotly: the dashboards need the plotly package (pip install plotly)") from e
+        raise ValueError(
+            "plotly: the dashboards need the plotly package (pip install plotly)"
+        ) from e
     path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     if not path.is_file():
         raise ValueError(f"plotly: {path} is missing; reinstall the plotly package")
@@ -50,7 +52,11 @@ def stamp_of(sig: tuple) -> str:
 
 def _copy(src: Path, dst: Path) -> None:
     """An asset copied into the site unless the copy there is already current."""
-    if dst.exists() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
+    if (
+        dst.exists()
+        and dst.stat().st_size == src.stat().st_size
+        and dst.stat().st_mtime >= src.stat().st_mtime
+    ):
         return
     storage.copy_file(storage.on_disk(src), storage.on_disk(dst))
 

@@ -1,14 +1,15 @@
-"""Reading a results tree for the dashboards: which Parquet directories, which sweep a row belongs to,
-and the labels (architecture, block, run) the paper's figures are drawn by.
+"""Reading a results tree for the dashboards: which Parquet directories, which sweep a row belongs
+to, and the labels (architecture, block, run) the paper's figures are drawn by.
 
 A *results tree* is what `abacus-ray dashboard RESULTS` accepts, as every command that reads results
 does (`evaluation.places.results_dirs`): a results directory itself (`part-*.parquet`), a sweep root
-holding `results/`, or a storage root holding several sweep roots. Every row gets a `sweep` column: the prefix of its `run_id` before the
-first '/' (sweep files name runs `fig10_k/max_k=6_seed=0`), else the name of the sweep directory.
+holding `results/`, or a storage root holding several sweep roots. Every row gets a `sweep` column:
+the prefix of its `run_id` before the first '/' (sweep files name runs `fig10_k/max_k=6_seed=0`),
+else the name of the sweep directory.
 
 An *entry* is one evaluated model under one set of eval settings (`aggregate.MODEL_KEYS`): one
-heatmap. A *group* is the set of entries that differ only in the training seed: one seed-mean heatmap,
-one bar with its per-seed points.
+heatmap. A *group* is the set of entries that differ only in the training seed: one seed-mean
+heatmap, one bar with its per-seed points.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from abacus_ray.sweep_dir import SweepDir
 
 # Config columns that never define a condition: the run's own name and where it ran.
 NOT_CONDITION = ("name", "seed")
-NOT_CONDITION_PREFIXES = ("cluster.", "train.report_every_s", "train.checkpoint_every_min", "train.compile")
+NOT_CONDITION_PREFIXES = (
+    "cluster.",
+    "train.report_every_s",
+    "train.checkpoint_every_min",
+    "train.compile",
+)
 UNNAMED_SWEEP = "results"
 
 
@@ -79,8 +85,13 @@ def sweep_preset(results_dir: Location) -> str | None:
 
 
 def arch_label(layers: Any, recurrences: Any, injection: Any) -> str:
-    """The paper's architecture name of a results row (`config.model.architecture_name`); '?' if unknown."""
-    return "?" if _missing(layers) or _missing(recurrences) else architecture_name(recurrences, injection)
+    """The paper's architecture name of a results row
+    (`config.model.architecture_name`); '?' if unknown."""
+    return (
+        "?"
+        if _missing(layers) or _missing(recurrences)
+        else architecture_name(recurrences, injection)
+    )
 
 
 def block_label(layers: Any, recurrences: Any) -> str:
@@ -102,12 +113,14 @@ def clean(v: Any) -> Any:
 
 
 def config_columns(cells: pd.DataFrame) -> list[str]:
-    """The flattened `ExperimentConfig` columns of the rows (dotted names, plus `name` and `seed`)."""
+    """The flattened `ExperimentConfig` columns of the rows (dotted names,
+    plus `name` and `seed`)."""
     return [c for c in cells.columns if "." in c or c in ("name", "seed")]
 
 
 def condition_columns(cells: pd.DataFrame) -> list[str]:
-    """Config columns that define an experimental condition (everything but the seed, name and placement)."""
+    """Config columns that define an experimental condition (everything but the
+    seed, name and placement)."""
     return [c for c in config_columns(cells)
             if c not in NOT_CONDITION and not c.startswith(NOT_CONDITION_PREFIXES)]
 
@@ -119,8 +132,12 @@ def load_cells(results: Location) -> pd.DataFrame:
     for d in results_dirs(results):
         df = read_cells(d)
         fallback = sweep_dir_name(d)
-        run_ids = df["run_id"] if "run_id" in df.columns else pd.Series([None] * len(df), index=df.index)
-        df["sweep"] = [r.split("/", 1)[0] if isinstance(r, str) and "/" in r else fallback for r in run_ids]
+        run_ids = (
+            df["run_id"] if "run_id" in df.columns else pd.Series([None] * len(df), index=df.index)
+        )
+        df["sweep"] = [
+            r.split("/", 1)[0] if isinstance(r, str) and "/" in r else fallback for r in run_ids
+        ]
         df["preset"] = sweep_preset(d)
         df["results_dir"] = str(d)
         frames.append(df)
@@ -129,11 +146,14 @@ def load_cells(results: Location) -> pd.DataFrame:
 
 
 def label(cells: pd.DataFrame) -> pd.DataFrame:
-    """Add the derived label columns and integer `entry` / `group` ids (stable: sorted by their keys)."""
+    """Add the derived label columns and integer `entry` / `group` ids (stable:
+    sorted by their keys)."""
     cells = cells.copy()
     if "sweep" not in cells.columns:
         cells["sweep"] = UNNAMED_SWEEP
-    get = lambda c: cells[c] if c in cells.columns else pd.Series([None] * len(cells), index=cells.index)  # noqa: E731
+    get = lambda c: (  # noqa: E731
+        cells[c] if c in cells.columns else pd.Series([None] * len(cells), index=cells.index)
+    )
     layers, recs, inj = get("model.layers"), get("model.recurrences"), get("model.injection")
     cells["arch"] = [arch_label(a, b, c) for a, b, c in zip(layers, recs, inj, strict=True)]
     cells["block"] = [block_label(a, b) for a, b in zip(layers, recs, strict=True)]
@@ -159,12 +179,19 @@ def _run_labels(cells: pd.DataFrame) -> list[str]:
     names: dict[tuple, str] = {}
     for k, key in enumerate(keys):
         if key not in names:
-            names[key] = (cols["run_id"][k] or checkpoint_label(cols["checkpoint"][k]) or cols["name"][k]
-                          or str(key[1])[:12])
+            names[key] = (
+                cols["run_id"][k]
+                or checkpoint_label(cols["checkpoint"][k])
+                or cols["name"][k]
+                or str(key[1])[:12]
+            )
     taken: dict[tuple, int] = {}
     for (sweep, _), name in names.items():
         taken[(sweep, name)] = taken.get((sweep, name), 0) + 1
-    unique = {key: (f"{name} @{str(key[1])[:8]}" if taken[(key[0], name)] > 1 else name) for key, name in names.items()}
+    unique = {
+        key: (f"{name} @{str(key[1])[:8]}" if taken[(key[0], name)] > 1 else name)
+        for key, name in names.items()
+    }
     return [unique[key] for key in keys]
 
 
@@ -175,8 +202,8 @@ def _text(v: Any) -> str | None:
 
 
 def checkpoint_label(path: str | None) -> str | None:
-    """A run name from a checkpoint path: its last two path parts (`runs/tiny`, `tiny/checkpoint_000004`),
-    enough to tell runs apart without the machine's directory prefix."""
+    """A run name from a checkpoint path: its last two path parts (`runs/tiny`,
+    `tiny/checkpoint_000004`), enough to tell runs apart without the machine's directory prefix."""
     if not path:
         return None
     parts = [p for p in str(path).replace("\\", "/").rstrip("/").split("/") if p]
@@ -195,7 +222,10 @@ def _natural(v: Any) -> tuple:
 
 def _ids(cells: pd.DataFrame, keys: list[str]) -> list[int]:
     """Dense integer ids of the distinct key tuples, in natural order of the tuples (None-safe)."""
-    tuples = [tuple(_natural(v) for v in row) for row in zip(*(cells[k].tolist() for k in keys), strict=True)]
+    tuples = [
+        tuple(_natural(v) for v in row)
+        for row in zip(*(cells[k].tolist() for k in keys), strict=True)
+    ]
     order = {t: n for n, t in enumerate(sorted(set(tuples)))}
     return [order[t] for t in tuples]
 

@@ -1,11 +1,12 @@
-"""Accuracy heatmaps (paper Figs. 1, 6, 7, 12-14; docs/official-code.md §8.1): the cell data behind each plot.
+"""Accuracy heatmaps (paper Figs. 1, 6, 7, 12-14; docs/official-code.md §8.1): the
+cell data behind each plot.
 
 One grid per entry (one model under one set of eval settings) and one per seed group. The seed-mean
-grid averages the runs' accuracies cell by cell, as the paper's mean heatmaps do (docs/official-code.md §7.7); its 95 %
-interval is the Wilson interval of the pooled counts. Drawing (orientation: operand one down, operand
-two across; fixed 0-100 colour scale; the red in-distribution square) happens in the browser from
-these arrays, see `static/dashboard.js`. A model's grid also carries its error analysis per cell, for
-the "Errors in a cell" view.
+grid averages the runs' accuracies cell by cell, as the paper's mean heatmaps do
+(docs/official-code.md §7.7); its 95 % interval is the Wilson interval of the pooled counts. Drawing
+(orientation: operand one down, operand two across; fixed 0-100 colour scale; the red
+in-distribution square) happens in the browser from these arrays, see `static/dashboard.js`. A
+model's grid also carries its error analysis per cell, for the "Errors in a cell" view.
 """
 
 from __future__ import annotations
@@ -24,9 +25,18 @@ def _pct(x) -> list[float | None]:
     return [None if np.isnan(v) else round(float(v) * 100, 2) for v in np.asarray(x, dtype=float)]
 
 
-def _grid(i, j, acc, n, c, lo, hi, first=None, first_lo=None, first_hi=None, runs=None) -> dict[str, Any]:
-    out: dict[str, Any] = {"i": [int(v) for v in i], "j": [int(v) for v in j], "acc": _pct(acc),
-                           "n": [int(v) for v in n], "c": [int(v) for v in c], "lo": _pct(lo), "hi": _pct(hi)}
+def _grid(
+    i, j, acc, n, c, lo, hi, first=None, first_lo=None, first_hi=None, runs=None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "i": [int(v) for v in i],
+        "j": [int(v) for v in j],
+        "acc": _pct(acc),
+        "n": [int(v) for v in n],
+        "c": [int(v) for v in c],
+        "lo": _pct(lo),
+        "hi": _pct(hi),
+    }
     if first is not None:
         out.update(first=_pct(first), first_lo=_pct(first_lo), first_hi=_pct(first_hi))
     if runs is not None:
@@ -44,8 +54,9 @@ def entry_grids(cells: pd.DataFrame, with_first: bool = False) -> dict[int, dict
             flo, fhi = wilson_interval(g["n_first_correct"].to_numpy(), g["n"].to_numpy())
             extra = {"first": g["n_first_correct"] / g["n"], "first_lo": np.atleast_1d(flo),
                      "first_hi": np.atleast_1d(fhi)}
-        out[int(entry)] = _grid(g["i"], g["j"], g["accuracy"], g["n"], g["n_correct"], g["acc_lo"], g["acc_hi"],
-                                **extra)
+        out[int(entry)] = _grid(
+            g["i"], g["j"], g["accuracy"], g["n"], g["n_correct"], g["acc_lo"], g["acc_hi"], **extra
+        )
         errors = error_arrays(g)
         if errors is not None:
             out[int(entry)]["errors"] = errors
@@ -63,24 +74,51 @@ def error_arrays(g: pd.DataFrame) -> dict[str, list] | None:
 
     positions = [json.loads(v) if isinstance(v, str) else None for v in g["first_wrong_counts"]]
     examples = [v if isinstance(v, str) else None for v in g["error_example"]]
-    return {"carry": ints("n_carry_errors"), "length": ints("n_length_errors"), "other": ints("n_other_errors"),
-            "positions": positions, "example": examples}
+    return {
+        "carry": ints("n_carry_errors"),
+        "length": ints("n_length_errors"),
+        "other": ints("n_other_errors"),
+        "positions": positions,
+        "example": examples,
+    }
 
 
 def group_grids(cells: pd.DataFrame, with_first: bool = False) -> dict[int, dict[str, Any]]:
-    """Per-seed-group cell arrays: the cell-by-cell mean over runs, pooled counts and their interval."""
+    """Per-seed-group cell arrays: the cell-by-cell mean over runs, pooled
+    counts and their interval."""
     cells = cells.assign(first_acc=cells["n_first_correct"] / cells["n"])
-    agg = (cells.groupby(["group", "i", "j"], sort=True)
-           .agg(acc=("accuracy", "mean"), first=("first_acc", "mean"), n=("n", "sum"), c=("n_correct", "sum"),
-                f=("n_first_correct", "sum"), runs=("entry", "nunique"))
-           .reset_index())
+    agg = (
+        cells.groupby(["group", "i", "j"], sort=True)
+        .agg(
+            acc=("accuracy", "mean"),
+            first=("first_acc", "mean"),
+            n=("n", "sum"),
+            c=("n_correct", "sum"),
+            f=("n_first_correct", "sum"),
+            runs=("entry", "nunique"),
+        )
+        .reset_index()
+    )
     out = {}
     for group, g in agg.groupby("group", sort=True):
         lo, hi = wilson_interval(g["c"].to_numpy(), g["n"].to_numpy())
         extra = {}
         if with_first:
             flo, fhi = wilson_interval(g["f"].to_numpy(), g["n"].to_numpy())
-            extra = {"first": g["first"], "first_lo": np.atleast_1d(flo), "first_hi": np.atleast_1d(fhi)}
-        out[int(group)] = _grid(g["i"], g["j"], g["acc"], g["n"], g["c"], np.atleast_1d(lo), np.atleast_1d(hi),
-                                runs=g["runs"], **extra)
+            extra = {
+                "first": g["first"],
+                "first_lo": np.atleast_1d(flo),
+                "first_hi": np.atleast_1d(fhi),
+            }
+        out[int(group)] = _grid(
+            g["i"],
+            g["j"],
+            g["acc"],
+            g["n"],
+            g["c"],
+            np.atleast_1d(lo),
+            np.atleast_1d(hi),
+            runs=g["runs"],
+            **extra,
+        )
     return out

@@ -2,8 +2,8 @@
 
 Run names, sweep names and config values come from users; every string that reaches a page goes
 through `html.escape` unless it is wrapped in `Raw` (markup this package wrote itself). Data for the
-browser sits in a `<script type="application/json">` block whose `<`, `>` and `&` are written as JSON
-unicode escapes, so no value can close the block, and the page script inserts text with
+browser sits in a `<script type="application/json">` block whose `<`, `>` and `&` are written as
+JSON unicode escapes, so no value can close the block, and the page script inserts text with
 `textContent` only.
 """
 
@@ -57,10 +57,14 @@ def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "
           numeric: Sequence[bool] = ()) -> Raw:
     """A plain table; `numeric[k]` right-aligns column k."""
     num = list(numeric) + [False] * (len(columns) - len(numeric))
-    head = "".join(f'<th{" class=num" if n else ""}>{esc(c)}</th>' for c, n in zip(columns, num, strict=True))
+    head = "".join(
+        f"<th{' class=num' if n else ''}>{esc(c)}</th>" for c, n in zip(columns, num, strict=True)
+    )
     body = []
     for row in rows:
-        tds = "".join(f'<td{" class=num" if n else ""}>{esc(v)}</td>' for v, n in zip(row, num, strict=True))
+        tds = "".join(
+            f"<td{' class=num' if n else ''}>{esc(v)}</td>" for v, n in zip(row, num, strict=True)
+        )
         body.append(f"<tr>{tds}</tr>")
     return Raw(f'<div class="scroll"><table class="{esc(cls)}"><thead><tr>{head}</tr></thead>'
                f'<tbody>{"".join(body)}</tbody></table></div>')
@@ -76,7 +80,8 @@ def json_block(element_id: str, data: Any) -> Raw:
 
 def page(title: str, body: str, *, nav: Sequence[tuple[str, str]] = (), data: Any = None,
          scripts: Sequence[str] = ()) -> str:
-    """A whole page: shared stylesheet, navigation, body, optional data block and scripts from assets/."""
+    """A whole page: shared stylesheet, navigation, body, optional data block
+    and scripts from assets/."""
     nav_html = " ".join(str(link(href, text)) for href, text in nav)
     parts = [
         "<!DOCTYPE html>",

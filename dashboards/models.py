@@ -62,7 +62,8 @@ def config_from_row(row: dict[str, Any]):
 
 
 def count_params(row: dict[str, Any]) -> int | None:
-    """Parameters of the row's model, built on the meta device (no weights allocated); None if impossible."""
+    """Parameters of the row's model, built on the meta device (no weights
+    allocated); None if impossible."""
     try:
         cfg = config_from_row(row)
         with torch.device("meta"):
@@ -84,9 +85,14 @@ def model_info(row: dict[str, Any]) -> ModelInfo:
     meta = read_meta(row.get("checkpoint"))
     if meta is not None and (meta.get("model_id") in (None, row.get("model_id"))):
         params = _int(meta.get("num_params"))
-        return ModelInfo(params=params if params is not None else count_params(row), step=_int(meta.get("step")),
-                         samples=_int(meta.get("samples")), device_hours=_float(meta.get("device_hours")),
-                         budget_fraction=_float(meta.get("budget_fraction")), source="meta.json")
+        return ModelInfo(
+            params=params if params is not None else count_params(row),
+            step=_int(meta.get("step")),
+            samples=_int(meta.get("samples")),
+            device_hours=_float(meta.get("device_hours")),
+            budget_fraction=_float(meta.get("budget_fraction")),
+            source="meta.json",
+        )
     params = count_params(row)
     return ModelInfo(params=params, source="config" if params is not None else "none")
 

@@ -37,12 +37,14 @@ def load(path: str | Path = DATA_FILE) -> dict[str, Any]:
                 if key not in v:
                     raise ValueError(f"{path}: a value of {fig.get('figure')} lacks {key!r}")
             if v["metric"] not in METRICS:
-                raise ValueError(f"{path}: metric {v['metric']!r} of {fig.get('figure')} is not one of {METRICS}")
+                raise ValueError(f"{path}: metric {v['metric']!r} of {fig.get('figure')} is "
+                                 f"not one of {METRICS}")
     return doc
 
 
 def same(ours: Any, theirs: Any) -> bool:
-    """Config equality across Parquet types: bools as bools, numbers as numbers, the rest as text."""
+    """Config equality across Parquet types: bools as bools, numbers as
+    numbers, the rest as text."""
     ours = clean(ours)
     if ours is None:
         return theirs is None
@@ -74,13 +76,22 @@ def quantity_label(value: dict[str, Any]) -> str:
 
 def _setting_text(group: dict[str, Any], value: dict[str, Any]) -> str:
     """Where our run differs from the paper's setting, e.g. 'task.train_max_len=5, block=2x1'."""
-    diff = [f"{k}={clean(group.get(k))}" for k, v in value["setting"].items() if not same(group.get(k), v)]
+    diff = [
+        f"{k}={clean(group.get(k))}"
+        for k, v in value["setting"].items()
+        if not same(group.get(k), v)
+    ]
     return ", ".join(diff)
 
 
-def compare(cells: pd.DataFrame, groups: pd.DataFrame, spreads: dict[str, dict[int, dict[str, dict[str, Any]]]],
-            doc: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One row per (paper value, matching seed group of ours), or one row with no ours when nothing matches.
+def compare(
+    cells: pd.DataFrame,
+    groups: pd.DataFrame,
+    spreads: dict[str, dict[int, dict[str, dict[str, Any]]]],
+    doc: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per (paper value, matching seed group of ours), or one row with no
+    ours when nothing matches.
 
     groups: one row per seed group (config columns plus `sweep`, `arch`, `block`, `group`).
     spreads: {"accuracy": bars.group_views(...), "first_accuracy": ...}.
@@ -93,7 +104,8 @@ def compare(cells: pd.DataFrame, groups: pd.DataFrame, spreads: dict[str, dict[i
     for fig in doc["figures"]:
         wanted = [s for s in fig.get("sweeps", []) if s in present]
         task = {"task.name": fig.get("task", "add")}
-        # A figure's own sweeps; else plain results of no figure, which must match the paper's setting too.
+        # A figure's own sweeps; else plain results of no figure, which must
+        # match the paper's setting too.
         pool = [g for g in records if matches(g, task)
                 and (g["sweep"] in wanted if wanted else g["sweep"] not in figure_sweeps)]
         for value in fig["values"]:
@@ -101,11 +113,25 @@ def compare(cells: pd.DataFrame, groups: pd.DataFrame, spreads: dict[str, dict[i
             scaled = not found and bool(wanted)
             if scaled:
                 found = [g for g in pool if matches(g, value["match"])]
-            base = {"figure_id": fig["id"], "figure": fig["figure"], "condition": condition_label(value),
-                    "quantity": quantity_label(value), "paper": value["value"], "relation": value.get("relation", "="),
-                    "source": value["source"], "figure_sweeps": list(fig.get("sweeps", [])), "ours": None,
-                    "std": None, "lo": None, "hi": None, "runs": 0, "group": None, "sweep": None, "our_setting": "",
-                    "scaled": False}
+            base = {
+                "figure_id": fig["id"],
+                "figure": fig["figure"],
+                "condition": condition_label(value),
+                "quantity": quantity_label(value),
+                "paper": value["value"],
+                "relation": value.get("relation", "="),
+                "source": value["source"],
+                "figure_sweeps": list(fig.get("sweeps", [])),
+                "ours": None,
+                "std": None,
+                "lo": None,
+                "hi": None,
+                "runs": 0,
+                "group": None,
+                "sweep": None,
+                "our_setting": "",
+                "scaled": False,
+            }
             if not found:
                 rows.append(base | {"note": "no matching run"})
                 continue
@@ -119,21 +145,32 @@ def compare(cells: pd.DataFrame, groups: pd.DataFrame, spreads: dict[str, dict[i
                             "note": "" if low is not None else "no diagonal cells"}
                 else:
                     stats = spreads[value["metric"]].get(int(g["group"]), {}).get(value["view"])
-                    row |= ({"ours": stats["mean"], "std": stats["std"], "runs": stats["runs"], "note": ""} if stats
-                            else {"note": "region not evaluated"})
+                    row |= (
+                        {
+                            "ours": stats["mean"],
+                            "std": stats["std"],
+                            "runs": stats["runs"],
+                            "note": "",
+                        }
+                        if stats
+                        else {"note": "region not evaluated"}
+                    )
                 if row["ours"] is not None:
                     row["lo"], row["hi"] = interval(cells, int(g["group"]), value)
                 rows.append(row)
     return rows
 
 
-def interval(cells: pd.DataFrame, group: int, value: dict[str, Any]) -> tuple[float | None, float | None]:
-    """A 95 % interval (%) for our number from the evaluation's sample of problems (not the seeds' spread).
+def interval(
+    cells: pd.DataFrame, group: int, value: dict[str, Any]
+) -> tuple[float | None, float | None]:
+    """A 95 % interval (%) for our number from the evaluation's sample of
+    problems (not the seeds' spread).
 
-    A region mean averages C cell accuracies p_i over n_i problems each; with Var = p(1 - p) / N_eff,
-    N_eff = C^2 / sum(1 / n_i), the Wilson interval of p-bar at N_eff is the pooled Wilson interval when
-    every cell holds the same number of problems, and stays inside 0-100 % at p-bar = 0 or 1. For
-    `diag_min` it is the lowest cell's own Wilson interval.
+    A region mean averages C cell accuracies p_i over n_i problems each; with Var = p(1 - p) /
+    N_eff, N_eff = C^2 / sum(1 / n_i), the Wilson interval of p-bar at N_eff is the pooled Wilson
+    interval when every cell holds the same number of problems, and stays inside 0-100 % at p-bar =
+    0 or 1. For `diag_min` it is the lowest cell's own Wilson interval.
     """
     if cells.empty or "group" not in cells.columns:
         return None, None
@@ -158,7 +195,8 @@ def interval(cells: pd.DataFrame, group: int, value: dict[str, Any]) -> tuple[fl
 
 
 def run_command(fig: dict[str, Any]) -> str:
-    """The command that runs a figure at CPU scale (its first sweep; `--preset paper` for the paper's)."""
+    """The command that runs a figure at CPU scale (its first sweep; `--preset
+    paper` for the paper's)."""
     return f"abacus-ray sweep {fig['sweeps'][0]} --preset tiny" if fig.get("sweeps") else ""
 
 

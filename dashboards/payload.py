@@ -19,9 +19,18 @@ from dashboards.recurrence import recurrence_series
 from dashboards.sitedata import EVAL_COLUMNS, SiteData
 
 ALWAYS = ("run", "seed", "positions", "arch", "k")
-DIM_LABELS = {"run": "Run", "seed": "Seed", "positions": "Embedding", "arch": "Architecture", "k": "k (Abacus offset)",
-              "train_len": "Training length", "task": "Task", "recurrences": "Test recurrences",
-              "evalset": "Eval set", "variant": "Variant"}
+DIM_LABELS = {
+    "run": "Run",
+    "seed": "Seed",
+    "positions": "Embedding",
+    "arch": "Architecture",
+    "k": "k (Abacus offset)",
+    "train_len": "Training length",
+    "task": "Task",
+    "recurrences": "Test recurrences",
+    "evalset": "Eval set",
+    "variant": "Variant",
+}
 CONDITION_DIMS = ("positions", "arch", "k", "train_len", "variant")
 
 
@@ -40,9 +49,13 @@ def _sort_key(v: str):
 def entry_dims(row: dict[str, Any], variant_cols: list[str]) -> dict[str, str]:
     """The selector values of one entry."""
     return {
-        "run": _text(row.get("run")), "seed": _text(row.get("seed")), "positions": _text(row.get("model.positions")),
-        "arch": f"{row.get('arch')} {row.get('block')}", "k": _text(row.get("model.max_k")),
-        "train_len": _text(row.get("task.train_max_len")), "task": _text(row.get("task")),
+        "run": _text(row.get("run")),
+        "seed": _text(row.get("seed")),
+        "positions": _text(row.get("model.positions")),
+        "arch": f"{row.get('arch')} {row.get('block')}",
+        "k": _text(row.get("model.max_k")),
+        "train_len": _text(row.get("task.train_max_len")),
+        "task": _text(row.get("task")),
         "recurrences": _text(row.get("recurrences")),
         "evalset": ", ".join(f"{c}={_text(row.get(c))}" for c in EVAL_COLUMNS),
         "variant": ", ".join(f"{c}={_text(row.get(c))}" for c in variant_cols) or "—",
@@ -59,10 +72,15 @@ def group_label(dims: dict[str, str], shown: list[str]) -> str:
     return " · ".join(parts) or "all runs"
 
 
-def selector_values(data: SiteData) -> tuple[dict[int, dict[str, str]], dict[str, list[str]], list[str], list[str]]:
-    """(dims per entry, sorted values per dim, dims shown, condition dims that vary) for one sweep."""
+def selector_values(
+    data: SiteData,
+) -> tuple[dict[int, dict[str, str]], dict[str, list[str]], list[str], list[str]]:
+    """(dims per entry, sorted values per dim, dims shown, condition dims
+    that vary) for one sweep."""
     variant_cols = data.variant_columns()
-    dims_of = {int(r["entry"]): entry_dims(r, variant_cols) for r in data.entries.to_dict("records")}
+    dims_of = {
+        int(r["entry"]): entry_dims(r, variant_cols) for r in data.entries.to_dict("records")
+    }
     values = {d: sorted({dims[d] for dims in dims_of.values()}, key=_sort_key) for d in DIM_LABELS}
     shown = [d for d in DIM_LABELS if d in ALWAYS or len(values[d]) > 1]
     varying = [d for d in shown if len(values[d]) > 1 and d not in ("run", "seed")]
@@ -88,12 +106,19 @@ def sweep_payload(data: SiteData, sweep: str, stamp: str) -> dict[str, Any]:
     entries = []
     for r in rows:
         e = int(r["entry"])
-        entries.append({
-            "id": e, "group": int(r["group"]), "run": dims_of[e]["run"], "model": str(r["model_id"])[:12],
-            "task": r["task"], "n_train": clean(r.get("task.train_max_len")),
-            "n_train_array": clean(r.get("task.train_max_array")), "dims": dims_of[e],
-            "views": views.get(e, {"accuracy": {}, "first": {}}),
-        })
+        entries.append(
+            {
+                "id": e,
+                "group": int(r["group"]),
+                "run": dims_of[e]["run"],
+                "model": str(r["model_id"])[:12],
+                "task": r["task"],
+                "n_train": clean(r.get("task.train_max_len")),
+                "n_train_array": clean(r.get("task.train_max_array")),
+                "dims": dims_of[e],
+                "views": views.get(e, {"accuracy": {}, "first": {}}),
+            }
+        )
     groups = {}
     for g in data.groups.to_dict("records"):
         gid = int(g["group"])

@@ -1,8 +1,8 @@
 """Fig. 15-style view: accuracy against the number of test-time recurrences of one looped model.
 
-The paper decodes a 1x16 model's output after every recurrence (docs/official-code.md §7.8). A results directory
-holds that data when one model was scored at several `recurrences` (the sweep's eval_recurrences
-axis); each (model, region view) becomes one line over the recurrence counts.
+The paper decodes a 1x16 model's output after every recurrence (docs/official-code.md §7.8). A
+results directory holds that data when one model was scored at several `recurrences` (the sweep's
+eval_recurrences axis); each (model, region view) becomes one line over the recurrence counts.
 """
 
 from __future__ import annotations
@@ -26,8 +26,15 @@ def recurrence_series(cells: pd.DataFrame, means: pd.DataFrame) -> list[dict[str
         if depths["recurrences"].nunique() < 2:
             continue
         row = dict(zip(keys + ["view"], key, strict=True))
-        out.append({"model_id": str(row["model_id"]), "run": runs.get(row["model_id"], str(row["model_id"])[:12]),
-                    "task": row["task"], "view": row["view"], "entries": [int(e) for e in depths["entry"]],
-                    "x": [int(v) for v in depths["recurrences"]],
-                    "y": [round(100 * float(v), 2) for v in depths["accuracy"]]})
+        out.append(
+            {
+                "model_id": str(row["model_id"]),
+                "run": runs.get(row["model_id"], str(row["model_id"])[:12]),
+                "task": row["task"],
+                "view": row["view"],
+                "entries": [int(e) for e in depths["entry"]],
+                "x": [int(v) for v in depths["recurrences"]],
+                "y": [round(100 * float(v), 2) for v in depths["accuracy"]],
+            }
+        )
     return out

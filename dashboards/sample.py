@@ -33,11 +33,20 @@ from abacus_ray.training.loop import train
 SQUARE, DIAGONAL = "1-6x1-6", "7-9"
 
 
-def make_sample(root: str | Path, *, steps: int = 20, per_cell: int = 8, sweep: str = "sample",
-                run_names: Sequence[str] = ("seed=0", "seed=1"), second_sweep: str | None = None) -> Path:
-    """Train `len(run_names)` tiny models (seeds 0, 1, ...) and evaluate them under `root/<sweep>/results`.
+def make_sample(
+    root: str | Path,
+    *,
+    steps: int = 20,
+    per_cell: int = 8,
+    sweep: str = "sample",
+    run_names: Sequence[str] = ("seed=0", "seed=1"),
+    second_sweep: str | None = None,
+) -> Path:
+    """Train `len(run_names)` tiny models (seeds 0, 1, ...) and evaluate them
+    under `root/<sweep>/results`.
 
-    Returns `root` (a storage root: one sweep directory per sweep). Rerunning skips cells already scored.
+    Returns `root` (a storage root: one sweep directory per sweep). Rerunning skips cells already
+    scored.
     """
     if steps < 1:
         raise ValueError(f"steps: must be >= 1, got {steps}")
@@ -51,8 +60,16 @@ def make_sample(root: str | Path, *, steps: int = 20, per_cell: int = 8, sweep: 
     try:
         checkpoints = []
         for seed, run in enumerate(run_names):
-            cfg = preset("tiny", [f"seed={seed}", f"train.max_steps={steps}", "train.report_every_s=3600",
-                                  "train.checkpoint_every_min=600", f"name={sweep}/{run}"])
+            cfg = preset(
+                "tiny",
+                [
+                    f"seed={seed}",
+                    f"train.max_steps={steps}",
+                    "train.report_every_s=3600",
+                    "train.checkpoint_every_min=600",
+                    f"name={sweep}/{run}",
+                ],
+            )
             result = train(cfg, "cpu", checkpoint_dir=root / sweep / SweepDir.TRAIN / f"run{seed}")
             checkpoints.append(result.checkpoint)
             evaluate([result.checkpoint], grids, eval_cfg, root / sweep / SweepDir.RESULTS,
@@ -66,9 +83,16 @@ def make_sample(root: str | Path, *, steps: int = 20, per_cell: int = 8, sweep: 
     return root
 
 
-def synthetic_results(out_dir: str | Path, models: Sequence[tuple[str, Sequence[str]]], pairs: Sequence[tuple[int, int]],
-                      *, per_cell: int = 100, task: str = "add", seed: int = 0,
-                      recurrences: int | None = None) -> Path:
+def synthetic_results(
+    out_dir: str | Path,
+    models: Sequence[tuple[str, Sequence[str]]],
+    pairs: Sequence[tuple[int, int]],
+    *,
+    per_cell: int = 100,
+    task: str = "add",
+    seed: int = 0,
+    recurrences: int | None = None,
+) -> Path:
     """Write cell rows of made-up accuracies (no model is trained): for size and layout checks only.
 
     models: (run_id, config overrides on the tiny preset) per model. Accuracy falls off with the
@@ -86,21 +110,41 @@ def synthetic_results(out_dir: str | Path, models: Sequence[tuple[str, Sequence[
             p = 1 / (1 + math.exp((max(i, j) - reach) / 2))
             n = per_cell
             c = int(rng.binomial(n, p))
-            rows.append({"model_id": model_id, "run_id": run_id, "checkpoint": None, "task": task, "i": i, "j": j,
-                         "region": region_of(task, i, j, n_train, cfg.task.train_max_array), "n_train": n_train,
-                         "n": n, "n_correct": c, "accuracy": c / n, "n_first_correct": min(n, c + (n - c) // 2),
-                         "per_cell": per_cell, "eval_seed": 0, "engine": "teacher",
-                         "recurrences": recurrences or cfg.model.test_recurrences, "require_eos": task != "sort",
-                         "scoring": "exact",
-                         "precision": "fp32",
-                         "seconds": 0.01, "device": "cpu", "evaluated_at": "2026-01-01T00:00:00+00:00",
-                         **config_columns(cfg)})
+            rows.append(
+                {
+                    "model_id": model_id,
+                    "run_id": run_id,
+                    "checkpoint": None,
+                    "task": task,
+                    "i": i,
+                    "j": j,
+                    "region": region_of(task, i, j, n_train, cfg.task.train_max_array),
+                    "n_train": n_train,
+                    "n": n,
+                    "n_correct": c,
+                    "accuracy": c / n,
+                    "n_first_correct": min(n, c + (n - c) // 2),
+                    "per_cell": per_cell,
+                    "eval_seed": 0,
+                    "engine": "teacher",
+                    "recurrences": recurrences or cfg.model.test_recurrences,
+                    "require_eos": task != "sort",
+                    "scoring": "exact",
+                    "precision": "fp32",
+                    "seconds": 0.01,
+                    "device": "cpu",
+                    "evaluated_at": "2026-01-01T00:00:00+00:00",
+                    **config_columns(cfg),
+                }
+            )
     write_cells(out_dir, rows)
     return Path(out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dashboards.sample", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m dashboards.sample", description=__doc__.splitlines()[0]
+    )
     p.add_argument("out", help="storage root to create")
     p.add_argument("--steps", type=int, default=20, help="training steps per model (default 20)")
     args = p.parse_args(argv)

@@ -77,7 +77,8 @@ def _handler(site: LiveSite):
 def make_server(results: Location, out_dir: Path, port: int = 8765,
                 log: TextIO | None = None, claims: ClaimOf | None = None
                 ) -> tuple[ThreadingHTTPServer, LiveSite]:
-    """A loopback HTTP server for the live site (port 0: any free port); builds the site once first."""
+    """A loopback HTTP server for the live site (port 0: any free port);
+    builds the site once first."""
     if not 0 <= port <= 65535:
         raise ValueError(f"--port: must be 0..65535, got {port}")
     site = LiveSite(results, out_dir, log, claims)
@@ -93,7 +94,8 @@ def serve(results: Location, out_dir: Path, port: int = 8765,
     """Serve until interrupted."""
     server, _ = make_server(results, out_dir, port, log, claims)
     host, real_port = server.server_address[:2]
-    (log or sys.stderr).write(f"dashboard: serving {out_dir} at http://{host}:{real_port}/ (Ctrl-C to stop)\n")
+    (log or sys.stderr).write(f"dashboard: serving {out_dir} at "
+                              f"http://{host}:{real_port}/ (Ctrl-C to stop)\n")
     try:
         server.serve_forever()
     finally:

@@ -15,8 +15,13 @@ from dashboards.bars import entry_means, group_spreads, group_views
 from dashboards.data import condition_columns
 from dashboards.models import ModelInfo, model_infos
 
-# Condition columns shown under their own selector (the paper's axes); other varying ones form "variant".
-DIM_COLUMNS = {"model.positions": "positions", "model.max_k": "k", "task.train_max_len": "train_len"}
+# Condition columns shown under their own selector (the paper's axes); other
+# varying ones form "variant".
+DIM_COLUMNS = {
+    "model.positions": "positions",
+    "model.max_k": "k",
+    "task.train_max_len": "train_len",
+}
 ARCH_COLUMNS = ("model.layers", "model.recurrences", "model.injection")
 EVAL_COLUMNS = ("per_cell", "eval_seed", "require_eos", "scoring")
 
@@ -38,8 +43,20 @@ class SiteData:
         counts = cells.groupby("entry").agg(cells_n=("i", "size"), problems=("n", "sum"),
                                             last_evaluated=("evaluated_at", "max"))
         entries = cells.drop_duplicates("entry").set_index("entry").join(counts).reset_index()
-        entries = entries.drop(columns=["i", "j", "region", "n", "n_correct", "accuracy", "n_first_correct",
-                                        "seconds", "evaluated_at"], errors="ignore").sort_values("entry")
+        entries = entries.drop(
+            columns=[
+                "i",
+                "j",
+                "region",
+                "n",
+                "n_correct",
+                "accuracy",
+                "n_first_correct",
+                "seconds",
+                "evaluated_at",
+            ],
+            errors="ignore",
+        ).sort_values("entry")
         groups = entries.drop_duplicates("group").sort_values("group").reset_index(drop=True)
         return cls(cells=cells, entries=entries.reset_index(drop=True), groups=groups, means=means,
                    spreads=spreads, infos=model_infos(cells))
@@ -48,11 +65,16 @@ class SiteData:
         """The same data restricted to one sweep (model infos are shared)."""
         cells = self.cells[self.cells["sweep"] == name]
         keep_e, keep_g = set(cells["entry"]), set(cells["group"])
-        return SiteData(cells=cells, entries=self.entries[self.entries["entry"].isin(keep_e)].reset_index(drop=True),
-                        groups=self.groups[self.groups["group"].isin(keep_g)].reset_index(drop=True),
-                        means=self.means[self.means["entry"].isin(keep_e)],
-                        spreads={m: {g: v for g, v in s.items() if g in keep_g} for m, s in self.spreads.items()},
-                        infos=self.infos)
+        return SiteData(
+            cells=cells,
+            entries=self.entries[self.entries["entry"].isin(keep_e)].reset_index(drop=True),
+            groups=self.groups[self.groups["group"].isin(keep_g)].reset_index(drop=True),
+            means=self.means[self.means["entry"].isin(keep_e)],
+            spreads={
+                m: {g: v for g, v in s.items() if g in keep_g} for m, s in self.spreads.items()
+            },
+            infos=self.infos,
+        )
 
     def varying(self, columns=None) -> list[str]:
         """Condition columns whose value differs between the entries (the sweep's axes)."""

@@ -2,7 +2,8 @@
 
 Rows are the sweep's seed groups of sorting models; columns are the views of `regions.SORT_VIEWS`
 (ID, OOD number length - 30, OOD array length - 30, All OOD 30x30 and 20x20) as mean ± std over
-runs (%), then "All OOD (30x30), min. elem. only": the first answer token right, Table 2's second row.
+runs (%), then "All OOD (30x30), min. elem. only": the first answer token right, Table 2's second
+row.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ def sorting_rows(data: SiteData, labels: dict[int, str]) -> list[list[Any]]:
         acc = data.spreads["accuracy"].get(gid, {})
         first = data.spreads["first_accuracy"].get(gid, {}).get(FIRST_VIEW, {})
         runs = max([v.get("runs", 0) for v in acc.values()], default=0)
-        rows.append([labels.get(gid, str(gid)), runs]
-                    + [fmt_pct(acc.get(v, {}).get("mean"), acc.get(v, {}).get("std")) for v in SORT_VIEWS]
-                    + [fmt_pct(first.get("mean"), first.get("std"))])
+        rows.append(
+            [labels.get(gid, str(gid)), runs]
+            + [fmt_pct(acc.get(v, {}).get("mean"), acc.get(v, {}).get("std")) for v in SORT_VIEWS]
+            + [fmt_pct(first.get("mean"), first.get("std"))]
+        )
     return rows
 
 
@@ -35,5 +38,10 @@ def sorting_table(data: SiteData, labels: dict[int, str]) -> Raw | None:
     rows = sorting_rows(data, labels)
     if not rows:
         return None
-    cols = ["Condition", "Runs", *[VIEW_LABELS[v] for v in SORT_VIEWS], f"{VIEW_LABELS[FIRST_VIEW]}, min. elem. only"]
+    cols = [
+        "Condition",
+        "Runs",
+        *[VIEW_LABELS[v] for v in SORT_VIEWS],
+        f"{VIEW_LABELS[FIRST_VIEW]}, min. elem. only",
+    ]
     return table(cols, rows, numeric=[False] + [True] * (len(cols) - 1))
