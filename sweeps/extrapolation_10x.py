@@ -1,7 +1,8 @@
 """Beyond the paper — 10x length generalisation for addition, found by a search.
 
-The figure's sweep ships with the package (`abacus_ray/figures/extrapolation_10x.py`); this script runs it:
-`python sweeps/extrapolation_10x.py [flags]` (also under `ray job submit`) is `abacus-ray sweep extrapolation_10x [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/extrapolation_10x.py`); this script
+runs it: `python sweeps/extrapolation_10x.py [flags]` (also under `ray job submit`) is `abacus-ray
+sweep extrapolation_10x [flags]`.
 """
 
 import sys

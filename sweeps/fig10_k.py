@@ -1,7 +1,8 @@
 """Fig. 10 — varying the Abacus offset k.
 
 The figure's sweep ships with the package (`abacus_ray/figures/fig10_k.py`); this script runs it:
-`python sweeps/fig10_k.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig10_k [flags]`.
+`python sweeps/fig10_k.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig10_k
+[flags]`.
 """
 
 import sys

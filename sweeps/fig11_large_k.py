@@ -1,7 +1,8 @@
 """Fig. 11 — larger Abacus offsets extrapolate further.
 
-The figure's sweep ships with the package (`abacus_ray/figures/fig11_large_k.py`); this script runs it:
-`python sweeps/fig11_large_k.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig11_large_k [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/fig11_large_k.py`); this script runs
+it: `python sweeps/fig11_large_k.py [flags]` (also under `ray job submit`) is `abacus-ray sweep
+fig11_large_k [flags]`.
 """
 
 import sys

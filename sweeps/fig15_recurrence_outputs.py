@@ -1,7 +1,8 @@
 """Fig. 15 — what a looped model predicts after each recurrence.
 
-The figure's sweep ships with the package (`abacus_ray/figures/fig15_recurrence_outputs.py`); this script runs it:
-`python sweeps/fig15_recurrence_outputs.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig15_recurrence_outputs [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/fig15_recurrence_outputs.py`); this
+script runs it: `python sweeps/fig15_recurrence_outputs.py [flags]` (also under `ray job submit`) is
+`abacus-ray sweep fig15_recurrence_outputs [flags]`.
 """
 
 import sys

@@ -1,7 +1,8 @@
 """Fig. 16 — no loss masking before the equals sign.
 
-The figure's sweep ships with the package (`abacus_ray/figures/fig16_no_mask.py`); this script runs it:
-`python sweeps/fig16_no_mask.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig16_no_mask [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/fig16_no_mask.py`); this script runs
+it: `python sweeps/fig16_no_mask.py [flags]` (also under `ray job submit`) is `abacus-ray sweep
+fig16_no_mask [flags]`.
 """
 
 import sys

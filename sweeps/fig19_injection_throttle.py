@@ -1,7 +1,8 @@
 """Fig. 19 — ablations of input injection and gradient throttling.
 
-The figure's sweep ships with the package (`abacus_ray/figures/fig19_injection_throttle.py`); this script runs it:
-`python sweeps/fig19_injection_throttle.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig19_injection_throttle [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/fig19_injection_throttle.py`); this
+script runs it: `python sweeps/fig19_injection_throttle.py [flags]` (also under `ray job submit`) is
+`abacus-ray sweep fig19_injection_throttle [flags]`.
 """
 
 import sys

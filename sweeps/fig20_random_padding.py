@@ -1,7 +1,8 @@
 """Fig. 20 — random padding of the training data.
 
-The figure's sweep ships with the package (`abacus_ray/figures/fig20_random_padding.py`); this script runs it:
-`python sweeps/fig20_random_padding.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig20_random_padding [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/fig20_random_padding.py`); this
+script runs it: `python sweeps/fig20_random_padding.py [flags]` (also under `ray job submit`) is
+`abacus-ray sweep fig20_random_padding [flags]`.
 """
 
 import sys

@@ -1,7 +1,8 @@
 """Fig. 21 — index hints.
 
-The figure's sweep ships with the package (`abacus_ray/figures/fig21_index_hints.py`); this script runs it:
-`python sweeps/fig21_index_hints.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig21_index_hints [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/fig21_index_hints.py`); this script
+runs it: `python sweeps/fig21_index_hints.py [flags]` (also under `ray job submit`) is `abacus-ray
+sweep fig21_index_hints [flags]`.
 """
 
 import sys

@@ -1,7 +1,8 @@
 """Fig. 3 — Abacus, FIRE and NoPE embeddings across architectures.
 
-The figure's sweep ships with the package (`abacus_ray/figures/fig3_embeddings.py`); this script runs it:
-`python sweeps/fig3_embeddings.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig3_embeddings [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/fig3_embeddings.py`); this script
+runs it: `python sweeps/fig3_embeddings.py [flags]` (also under `ray job submit`) is `abacus-ray
+sweep fig3_embeddings [flags]`.
 """
 
 import sys

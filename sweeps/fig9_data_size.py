@@ -1,7 +1,8 @@
 """Fig. 9 — the effect of training data size.
 
-The figure's sweep ships with the package (`abacus_ray/figures/fig9_data_size.py`); this script runs it:
-`python sweeps/fig9_data_size.py [flags]` (also under `ray job submit`) is `abacus-ray sweep fig9_data_size [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/fig9_data_size.py`); this script runs
+it: `python sweeps/fig9_data_size.py [flags]` (also under `ray job submit`) is `abacus-ray sweep
+fig9_data_size [flags]`.
 """
 
 import sys

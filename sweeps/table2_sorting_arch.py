@@ -1,7 +1,8 @@
 """Table 2 — sorting across architectures.
 
-The figure's sweep ships with the package (`abacus_ray/figures/table2_sorting_arch.py`); this script runs it:
-`python sweeps/table2_sorting_arch.py [flags]` (also under `ray job submit`) is `abacus-ray sweep table2_sorting_arch [flags]`.
+The figure's sweep ships with the package (`abacus_ray/figures/table2_sorting_arch.py`); this script
+runs it: `python sweeps/table2_sorting_arch.py [flags]` (also under `ray job submit`) is `abacus-ray
+sweep table2_sorting_arch [flags]`.
 """
 
 import sys
