@@ -19,7 +19,15 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from refusal import FUZZ, REPO, assert_refused, fresh_dir
-from test_bad_input import _OPTION, SET_ITEMS, _int_text_ok, _not_in, _parses, _refused_set_item, _set
+from test_bad_input import (
+    _OPTION,
+    SET_ITEMS,
+    _int_text_ok,
+    _not_in,
+    _parses,
+    _refused_set_item,
+    _set,
+)
 from test_bad_input_specs import GRID_CULPRITS, GRID_TEXT
 
 from abacus_ray.evaluation.grids import grid_from_string

@@ -169,7 +169,7 @@ def test_training_onto_a_full_disk_names_the_checkpoint_and_leaves_no_run(full_d
     assert sorted(p.name for p in full_disk.iterdir()) == [".filler"]
 
 
-def test_a_dashboard_rebuilt_onto_a_full_disk_keeps_the_old_site(places, full_disk, work, no_ray):
+def test_a_dashboard_rebuilt_onto_a_full_disk_keeps_the_old_site(places, full_disk, work, no_ray):  # noqa: F811
     site = full_disk / "site"
     assert run(["dashboard", str(places["results"]), "--out", str(site)])[0] == 0
     fill_up(full_disk)

@@ -12,7 +12,12 @@ import torch
 from abacus_ray.cli import main
 from abacus_ray.config import EvalConfig, preset
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.problem_file import natural, parse_line, read_problem_file, score_problem_set
+from abacus_ray.evaluation.problem_file import (
+    natural,
+    parse_line,
+    read_problem_file,
+    score_problem_set,
+)
 from abacus_ray.evaluation.results import read_cells, read_problems, read_samples
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.model.checkpoint import save_checkpoint

@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_tasks_oracle import check_arithmetic, check_hinted, check_or, check_sort
 
-from abacus_ray.tasks import Batch, Problem, TaskConfig, TrainStream, encode_problems, generate, get_tokenizer
+from abacus_ray.tasks import (
+    Batch,
+    Problem,
+    TaskConfig,
+    TrainStream,
+    encode_problems,
+    generate,
+    get_tokenizer,
+)
 from abacus_ray.tasks.tokenizer import EOS, PAD
 
 

@@ -12,7 +12,12 @@ import torch.multiprocessing as mp
 
 from abacus_ray.config import preset
 from abacus_ray.evaluation.validation import Validation
-from abacus_ray.model.checkpoint import content_hash, latest_checkpoint, list_checkpoints, load_checkpoint
+from abacus_ray.model.checkpoint import (
+    content_hash,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+)
 from abacus_ray.tasks.stream import padded_length
 from abacus_ray.tasks.tokenizer import get_tokenizer
 from abacus_ray.training.loop import train

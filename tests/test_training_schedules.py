@@ -9,7 +9,12 @@ from abacus_ray.config.train import TrainConfig
 from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.training.budget import Budget
 from abacus_ray.training.optimizer import build_optimizer, decays, parameter_groups
-from abacus_ray.training.schedules import accumulation_steps, fake_step, lr_multiplier, ramped_batch_size
+from abacus_ray.training.schedules import (
+    accumulation_steps,
+    fake_step,
+    lr_multiplier,
+    ramped_batch_size,
+)
 
 FRACTIONS = (0.0, 0.05, 0.5, 0.6, 0.95, 1.0)
 

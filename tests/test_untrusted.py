@@ -410,7 +410,8 @@ def test_hostile_strings_stay_text_in_a_browser(tmp_path):
     """The page script hands run and model ids to Plotly, which renders a subset of HTML (<a href>, <b>) in
     titles: in headless Chromium the hostile sweep page raises no dialog, loads nothing, and its heatmap
     title shows the markup as text (no link element)."""
-    from playwright import sync_api as playwright_api  # `make browser-deps`, a prerequisite of `make test`
+    # `make browser-deps`, a prerequisite of `make test`
+    from playwright import sync_api as playwright_api
 
     assert Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM}: run `make browser-deps`"
     from dashboards.build import build_site
