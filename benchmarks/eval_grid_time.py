@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from abacus_ray import storage  # noqa: E402
 from abacus_ray.config import preset  # noqa: E402
 from abacus_ray.config.evaluation import EvalConfig  # noqa: E402
 from abacus_ray.evaluation.grids import resolve_grid  # noqa: E402
@@ -53,7 +54,7 @@ def main() -> None:
     device = torch.device(args.device)
     t0 = time.perf_counter()
     if args.checkpoint:
-        ckpt = load_checkpoint(args.checkpoint, map_location=device)
+        ckpt = load_checkpoint(storage.resolve(args.checkpoint, flag="CHECKPOINT"), map_location=device)
     else:
         torch.manual_seed(0)
         cfg = preset(args.preset)

@@ -20,6 +20,7 @@ import sys
 
 import torch
 
+from abacus_ray import storage
 from abacus_ray.config.train import PRECISIONS, resolved_precision
 from abacus_ray.evaluation.engine import run_cells
 from abacus_ray.evaluation.grids import resolve_grid_names
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     device = torch.device(args.device)
-    ckpt = load_checkpoint(args.checkpoint, map_location=device)
+    ckpt = load_checkpoint(storage.resolve(args.checkpoint, flag="CHECKPOINT"), map_location=device)
     cells = cells_for(ckpt.config, resolve_grid_names([args.grid]))
     prepared = prepare(ckpt.config, cells, args.per_cell, args.seed)
     resolved = {name: resolved_precision(name, device.type, evaluation=True) for name in args.precisions}

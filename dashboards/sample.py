@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from abacus_ray import storage
 from abacus_ray.config import preset
 from abacus_ray.config.evaluation import EvalConfig
 from abacus_ray.evaluation.grids import parse_cells, parse_diagonal
@@ -71,8 +72,8 @@ def make_sample(
                 ],
             )
             result = train(cfg, "cpu", checkpoint_dir=root / sweep / SweepDir.TRAIN / f"run{seed}")
-            checkpoints.append(result.checkpoint)
-            evaluate([result.checkpoint], grids, eval_cfg, root / sweep / SweepDir.RESULTS,
+            checkpoints.append(storage.on_disk(Path(result.checkpoint)))
+            evaluate([checkpoints[-1]], grids, eval_cfg, root / sweep / SweepDir.RESULTS,
                      device="cpu", progress=False, run_id=f"{sweep}/{run}")
         if second_sweep is not None:
             evaluate([checkpoints[0]], [parse_cells("1-3x1-3")], eval_cfg,

@@ -128,7 +128,7 @@ def uninterrupted_scores(configs: list, grid: str, out: Path) -> dict[tuple[str,
     and scored on `grid`'s cells with its own eval settings. (model_id, i, j) -> n_correct."""
     from abacus_ray.evaluation.grids import resolve_grid_names
     from abacus_ray.evaluation.runner import score_cells
-    from abacus_ray.model.checkpoint import load_checkpoint
+    from abacus_ray.model.checkpoint import load_checkpoint, located
     from abacus_ray.training.loop import train
 
     cells = [c for g in resolve_grid_names((grid,)) for c in g.cells("add")]
@@ -136,7 +136,7 @@ def uninterrupted_scores(configs: list, grid: str, out: Path) -> dict[tuple[str,
     for n, cfg in enumerate(configs):
         with one_thread():
             result = train(cfg, checkpoint_dir=out / f"trial-{n}")
-            rows, _ = score_cells(load_checkpoint(result.checkpoint), cells, cfg.eval)
+            rows, _ = score_cells(load_checkpoint(located(result.checkpoint)), cells, cfg.eval)
         scores.update({(r["model_id"], r["i"], r["j"]): r["n_correct"] for r in rows})
     return scores
 

@@ -22,6 +22,7 @@ from abacus_ray.cli import main
 from abacus_ray.config import preset
 from abacus_ray.model import ArithmeticTransformer
 from abacus_ray.model.checkpoint import save_checkpoint
+from abacus_ray.storage import on_disk
 
 REPO = Path(__file__).resolve().parents[1]
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -120,7 +121,7 @@ SMALL_MODEL = ["model.hidden=16", "model.intermediate=32", "model.heads=2", "mod
 def _save(path: Path, overrides: list[str]) -> Path:
     cfg = preset("tiny", overrides)
     torch.manual_seed(0)
-    save_checkpoint(path, ArithmeticTransformer.for_experiment(cfg), cfg,
+    save_checkpoint(on_disk(path), ArithmeticTransformer.for_experiment(cfg), cfg,
                     {"step": 1, "samples": 64, "device_hours": 0.0, "micro_index": 1, "tokens": 100,
                      "optimizer": {"state": {}, "param_groups": []}})
     return path

@@ -14,6 +14,7 @@ import pytest
 from abacus_ray.config import ExperimentConfig, preset
 from abacus_ray.config.identity import sweep_change
 from abacus_ray.plan import cpu_price_words
+from abacus_ray.storage import on_disk
 from abacus_ray.sweep import Trial
 
 
@@ -126,4 +127,4 @@ def test_train_records_where_device_auto_put_the_run(tmp_path, capsys):
              "train.global_batch=16", "train.max_steps=2", "cluster.use_gpu=auto"]
     argv = ["train", "--out", str(tmp_path / "run"), *(f"--set={s}" for s in small)]
     assert main(argv) == 0, capsys.readouterr().err
-    assert load_checkpoint(tmp_path / "run").config.cluster.use_gpu is torch.cuda.is_available()
+    assert load_checkpoint(on_disk(tmp_path / "run")).config.cluster.use_gpu is torch.cuda.is_available()

@@ -15,6 +15,7 @@ from abacus_ray.config import preset
 from abacus_ray.evaluation.results import KEY, part_files, read_cells, read_samples
 from abacus_ray.model import ArithmeticTransformer
 from abacus_ray.model.checkpoint import save_checkpoint
+from abacus_ray.storage import on_disk
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +26,7 @@ def checkpoint(tmp_path_factory):
                           "model.abacus_table=128", "eval.per_cell=3"])
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("ckpt") / "run"
-    save_checkpoint(path, ArithmeticTransformer.for_experiment(cfg), cfg, {"step": 0})
+    save_checkpoint(on_disk(path), ArithmeticTransformer.for_experiment(cfg), cfg, {"step": 0})
     return path
 
 

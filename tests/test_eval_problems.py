@@ -22,6 +22,7 @@ from abacus_ray.evaluation.results import read_cells, read_problems, read_sample
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.model.checkpoint import save_checkpoint
 from abacus_ray.model.transformer import ArithmeticTransformer
+from abacus_ray.storage import on_disk
 from abacus_ray.tasks.evalsets import eval_problems
 from tests.test_eval_runner import FlawedOracle
 
@@ -83,7 +84,7 @@ def noisy_checkpoint(tmp_path_factory):
     cfg = preset("tiny")
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("ckpt") / "model"
-    save_checkpoint(path, ArithmeticTransformer.for_experiment(cfg), cfg, {"step": 0})
+    save_checkpoint(on_disk(path), ArithmeticTransformer.for_experiment(cfg), cfg, {"step": 0})
     return path
 
 

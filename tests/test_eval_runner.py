@@ -15,6 +15,7 @@ from abacus_ray.evaluation.work import check_capacity
 from abacus_ray.model import ArithmeticTransformer
 from abacus_ray.model.cache import KVCache
 from abacus_ray.model.checkpoint import save_checkpoint
+from abacus_ray.storage import on_disk
 from abacus_ray.tasks.tokenizer import EOS, PAD, get_tokenizer
 
 TOK = get_tokenizer("pad")
@@ -132,8 +133,8 @@ def checkpoints(tmp_path_factory):
                               f"seed={seed}"])
         torch.manual_seed(seed)
         model = ArithmeticTransformer.for_experiment(cfg)
-        save_checkpoint(root / f"run{seed}", model, cfg, {"step": 0})
-        paths.append(root / f"run{seed}")
+        paths.append(on_disk(root / f"run{seed}"))
+        save_checkpoint(paths[-1], model, cfg, {"step": 0})
     return paths
 
 

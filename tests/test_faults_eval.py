@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from faults import finish, kill_driver, one_thread, start, subprocess_env, wait_for
 
+from abacus_ray import storage
 from abacus_ray.config import preset
+from abacus_ray.storage import on_disk
 
 pytestmark = [pytest.mark.slow, pytest.mark.cost(127)]
 
@@ -149,7 +151,7 @@ def test_killed_grid_evaluation_reruns_to_exactly_every_cell(name, eval_models, 
     finish(start(cmd, log, subprocess_env()), log, timeout=300)
     t_rerun = time.monotonic() - t0
     df = read_cells(out)
-    models = sorted(json.loads((latest_checkpoint(r) / "meta.json").read_text())["model_id"]
+    models = sorted(json.loads(storage.read_text(latest_checkpoint(on_disk(r)) / "meta.json"))["model_id"]
                     for r in eval_models.iterdir())
     cells = {(c.i, c.j) for c in resolve_grid_names((path.grid,))[0].cells("add")}
     missing = {(m, i, j) for m in models for i, j in cells} - set(zip(df["model_id"], df["i"], df["j"], strict=True))

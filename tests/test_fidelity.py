@@ -20,6 +20,7 @@ from abacus_ray.evaluation.engine import prepare_cell, run_cells
 from abacus_ray.evaluation.grids import Cell
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.evaluation.work import settings_for
+from abacus_ray.storage import on_disk
 from abacus_ray.tasks.evalsets import eval_problems
 from abacus_ray.tasks.stream import TrainStream
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS, get_tokenizer
@@ -266,7 +267,7 @@ def test_precision_verdicts_counts_flips_in_both_directions(tmp_path, capsys):
     assert compare({(1, 1): [True, False, True]}, {(1, 1): [False, True, True]}) == [
         {"i": 1, "j": 1, "n": 3, "right_ref": 2, "right": 2, "changed": 2}]  # equal accuracy, two flips
     cfg = preset("tiny")
-    save_checkpoint(tmp_path / "ckpt", ArithmeticTransformer.for_experiment(cfg), cfg, {"step": 0})
+    save_checkpoint(on_disk(tmp_path / "ckpt"), ArithmeticTransformer.for_experiment(cfg), cfg, {"step": 0})
     assert main([str(tmp_path / "ckpt"), "--grid", "cells:1-2x1-2", "--per-cell", "5", "--precisions", "fp32", "bf16",
                  "tf32", "--csv", str(tmp_path / "c.csv")]) == 0
     out = capsys.readouterr().out

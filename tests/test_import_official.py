@@ -50,6 +50,7 @@ from abacus_ray.config import preset
 from abacus_ray.model.checkpoint import load_checkpoint, read_json
 from abacus_ray.model.official import official_state_dict
 from abacus_ray.model.transformer import ArithmeticTransformer
+from abacus_ray.storage import on_disk
 from abacus_ray.tasks.tokenizer import get_tokenizer
 
 H, HEADS, INTERMED, VOCAB, TABLE, K = 64, 4, 128, 19, 64, 10
@@ -255,7 +256,7 @@ def test_imported_logits_equal_official_reference(tmp_path, positions, arch_name
     arch = official_arch(positions, *ARCHS[arch_name])
     tensors = official_tensors(arch, seed=1)
     assert import_cli(write_official(tmp_path / "official", arch, tensors), tmp_path / "ours") == 0
-    ckpt = load_checkpoint(tmp_path / "ours")
+    ckpt = load_checkpoint(on_disk(tmp_path / "ours"))
     m = ckpt.config.model
     assert (m.positions, m.layers, m.recurrences, m.init_state) == (positions, *ARCHS[arch_name][:2], "zeros")
     assert m.injection == ("every" if ARCHS[arch_name][2] else "first")
@@ -278,7 +279,7 @@ def test_interleaved_heads_matter(tmp_path):
     tensors = official_tensors(arch, seed=2)
     want = reference_logits(arch, tensors, problem_ids())
     import_cli(write_official(tmp_path / "o", arch, tensors), tmp_path / "ours")
-    model = load_checkpoint(tmp_path / "ours").model
+    model = load_checkpoint(on_disk(tmp_path / "ours")).model
     for layer in range(2):  # undo our de-interleaving: now the model reads the official rows as [Q; K; V]
         prefix = _layer_prefix(arch, layer)
         with torch.no_grad():
@@ -301,7 +302,7 @@ def test_round_trip_ours_to_official_to_ours(tmp_path, positions):
     if positions == "abacus+fire":
         assert set(official) == set(official_tensors(arch))  # exactly the official names
     assert import_cli(write_official(tmp_path / "o", arch, official), tmp_path / "ours") == 0
-    back = load_checkpoint(tmp_path / "ours").model
+    back = load_checkpoint(on_disk(tmp_path / "ours")).model
     ids = problem_ids()
     with torch.no_grad():
         assert torch.equal(back(ids), ours(ids))
@@ -312,7 +313,7 @@ def test_describe_shows_the_source(tmp_path, capsys):
     arch = official_arch("abacus", 1, 2, True)
     src = write_official(tmp_path / "run7", arch, official_tensors(arch))
     assert import_cli(src, tmp_path / "ours", "--name", "authors-abacus") == 0
-    meta = read_json(tmp_path / "ours" / "step-000000000" / "meta.json")
+    meta = read_json(on_disk(tmp_path / "ours" / "step-000000000" / "meta.json"))
     assert meta["imported_class"] == "ScriptableRecurrentLMReplicaConcat"
     assert meta["imported_from"] == str(src.resolve())
     assert len(meta["imported_weights_sha256"]) == 64 and meta["name"] == "authors-abacus"
@@ -404,7 +405,7 @@ def test_task_follows_the_vocabulary(tmp_path, capsys):
     arch = official_arch("abacus", 1, 1, False)
     src = write_official(tmp_path / "o", arch, official_tensors(arch))
     assert import_cli(src, tmp_path / "mul", "--task", "mul") == 0
-    cfg = load_checkpoint(tmp_path / "mul").config
+    cfg = load_checkpoint(on_disk(tmp_path / "mul")).config
     assert (cfg.task.name, cfg.eval.grids) == ("mul", ("paper-multiplication",))
     assert import_cli(src, tmp_path / "sort", "--task", "sort") == 2  # 19 ids is not the sort vocabulary
     assert "vocab_size 19" in capsys.readouterr().err
@@ -419,7 +420,7 @@ def test_imported_model_goes_through_eval_and_summary(tmp_path, capsys):
     src = write_official(tmp_path / "authors-run", arch, official_tensors(arch))
     assert import_cli(src, tmp_path / "runs" / "ckpt") == 0
     runs = storage.resolve(tmp_path / "runs")
-    assert find_models(runs) == [tmp_path / "runs" / "ckpt" / "step-000000000"]
+    assert find_models(runs) == [on_disk(tmp_path / "runs" / "ckpt" / "step-000000000")]
     assert main(["eval", str(tmp_path / "runs" / "ckpt"), "--cells", "1-2x1-2", "--per-cell", "4", "--out",
                  str(tmp_path / "res"), "--quiet"]) == 0
     capsys.readouterr()
@@ -448,7 +449,7 @@ def test_a_file_uri_is_honoured_and_a_name_is_one_printable_line(tmp_path, capsy
     src = write_official(tmp_path / "o", arch, official_tensors(arch))
     monkeypatch.chdir(tmp_path)
     assert import_cli(f"file://{src}", f"file://{tmp_path / 'via-uri'}", "--name", "from a URI") == 0
-    assert load_checkpoint(tmp_path / "via-uri").config.name == "from a URI"
+    assert load_checkpoint(on_disk(tmp_path / "via-uri")).config.name == "from a URI"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o", "via-uri"]
     capsys.readouterr()
     assert import_cli(src, tmp_path / "other", "--name", "two\nlines") == 2

@@ -18,6 +18,7 @@ import torch
 from abacus_ray.cli import main
 from abacus_ray.config import preset
 from abacus_ray.plan import CHECKPOINT_BYTES_PER_PARAM, DEVICES, trial_cost
+from abacus_ray.storage import on_disk
 from abacus_ray.training.budget import budget_terms
 
 PAPER_8X2 = ["model.layers=8", "model.recurrences=2"]
@@ -54,7 +55,7 @@ def test_checkpoint_bytes_match_a_real_checkpoint(tmp_path):
     opt = build_optimizer(model, cfg.train)
     model(torch.randint(0, 10, (2, 8))).sum().backward()
     opt.step()
-    save_checkpoint(tmp_path / "ckpt", model, cfg, {"optimizer": opt.state_dict(), "step": 1})
+    save_checkpoint(on_disk(tmp_path / "ckpt"), model, cfg, {"optimizer": opt.state_dict(), "step": 1})
     written = sum(p.stat().st_size for p in (tmp_path / "ckpt").rglob("*") if p.is_file())
     assert written / model.num_params() == pytest.approx(CHECKPOINT_BYTES_PER_PARAM, rel=0.05)
 

@@ -13,6 +13,7 @@ import pytest
 from abacus_ray import storage
 from abacus_ray.cli import main
 from abacus_ray.evaluation.places import evaluation_places, results_dirs
+from abacus_ray.storage import on_disk
 from dashboards.sample import synthetic_results
 
 SQUARE = [(i, j) for i in range(1, 4) for j in range(1, 4)]
@@ -110,7 +111,7 @@ def _checkpoint(path: Path, seed: int = 0) -> Path:
     cfg = preset("tiny", ["model.hidden=16", "model.intermediate=32", "model.heads=2",
                           "model.layers=1"])
     torch.manual_seed(seed)
-    save_checkpoint(path, ArithmeticTransformer.for_experiment(cfg), cfg,
+    save_checkpoint(on_disk(path), ArithmeticTransformer.for_experiment(cfg), cfg,
                     {"step": 1, "samples": 64, "device_hours": 0.0, "micro_index": 1, "tokens": 100,
                      "optimizer": {"state": {}, "param_groups": []}})
     return path
@@ -185,8 +186,9 @@ def test_eval_all_scores_two_copies_of_one_run_once_and_ends_a_link_loop(tmp_pat
     shutil.copytree(runs / "a", runs / "b")
     _checkpoint(runs / "c" / "step-000000001", seed=1)
     models = find_models(storage.resolve(runs))
-    assert models == [runs / r / "step-000000001" for r in "abc"]
-    assert checked_models(models, runs / "results") == [runs / r / "step-000000001" for r in "ac"]
+    assert models == [on_disk(runs / r / "step-000000001") for r in "abc"]
+    assert checked_models(models, runs / "results") == [on_disk(runs / r / "step-000000001")
+                                                        for r in "ac"]
     assert "1 checkpoint(s) for" in capsys.readouterr().err
     (runs / "loop").mkdir()
     for name in ("up", "up2"):  # two links back up: a recursive listing would branch at every level

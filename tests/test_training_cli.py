@@ -5,6 +5,7 @@ import re
 from abacus_ray.cli import main
 from abacus_ray.cli.train import progress_text
 from abacus_ray.model.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from abacus_ray.storage import on_disk
 
 SMALL = ["--set", "model.hidden=32", "--set", "model.intermediate=64", "--set", "model.heads=4",
          "--set", "model.layers=1", "--set", "train.micro_batch=16", "--set", "train.global_batch=16"]
@@ -14,7 +15,7 @@ def test_train_resume_and_errors(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", "--out", str(out), "--set", "train.max_steps=3", *SMALL]) == 0
     captured = capsys.readouterr()
-    first = latest_checkpoint(out)
+    first = latest_checkpoint(on_disk(out))
     assert first.name == "step-000000003"
     assert f"checkpoint: {first}" in captured.out
     assert f"model_id: {load_checkpoint(first).model_id}" in captured.out
@@ -27,8 +28,8 @@ def test_train_resume_and_errors(tmp_path, capsys):
 
     # --resume uses the stored config (small model) plus overrides: a longer steps budget
     assert main(["train", "--out", str(out), "--resume", "--set", "train.max_steps=5"]) == 0
-    assert latest_checkpoint(out).name == "step-000000005"
-    resumed = load_checkpoint(out)
+    assert latest_checkpoint(on_disk(out)).name == "step-000000005"
+    resumed = load_checkpoint(on_disk(out))
     assert resumed.config.model.hidden == 32 and resumed.meta["step"] == 5
 
     assert main(["train", "--out", str(tmp_path / "empty"), "--resume"]) == 2
@@ -49,9 +50,9 @@ def test_a_diverging_run_stops_and_saves_nothing_of_its_spoiled_weights(tmp_path
     assert "checkpoint:" not in captured.out and "weights_only" not in captured.err
     # whichever goes first on this kernel set, the loss or the gradients, every checkpoint kept loads
     # (finite weights, matching hash) and the one named last is the step before
-    steps = [load_checkpoint(c).meta["step"] for c in list_checkpoints(out)]
+    steps = [load_checkpoint(c).meta["step"] for c in list_checkpoints(on_disk(out))]
     assert steps and steps[-1] == int(found.group(1)) - 1, steps
-    last = latest_checkpoint(out)
+    last = latest_checkpoint(on_disk(out))
     assert f"the last checkpoint is {last}; lower train.lr" in captured.err
 
 

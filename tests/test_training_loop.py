@@ -18,6 +18,7 @@ from abacus_ray.model.checkpoint import (
     list_checkpoints,
     load_checkpoint,
 )
+from abacus_ray.storage import on_disk
 from abacus_ray.tasks.stream import padded_length
 from abacus_ray.tasks.tokenizer import get_tokenizer
 from abacus_ray.training.loop import train
@@ -50,11 +51,11 @@ def test_steps_budget_schedule_and_reports(tmp_path):
     assert final["batch_size"] == 24 and final["samples"] == result.metrics["samples"]
     assert final["samples"] > 12 * 8 and final["samples"] % 8 == 0
     assert final["checkpoint"] == result.checkpoint and final["model_id"] == result.model_id
-    assert latest_checkpoint(tmp_path).name == "step-000000012"
+    assert latest_checkpoint(on_disk(tmp_path)).name == "step-000000012"
     for key in ("tokens", "loss", "tokens_per_s", "samples_per_s", "device_hours", "eta_s"):
         assert key in final
     assert "mfu" not in final  # CPU: no peak FLOPs to compare with
-    assert load_checkpoint(result.checkpoint).model_id == result.model_id
+    assert load_checkpoint(on_disk(result.checkpoint)).model_id == result.model_id
 
 
 def test_validation_reports_without_changing_the_trained_model():
@@ -96,7 +97,7 @@ def test_resume_is_bit_identical(tmp_path):
 
     cfg = small(f"train.max_steps={n}", "train.checkpoint_every_min=1e-9")  # a checkpoint every step
     straight = train(cfg, report=keep_halfway, checkpoint_dir=tmp_path / "a")
-    assert load_checkpoint(halfway).meta["step"] == n // 2
+    assert load_checkpoint(on_disk(halfway)).meta["step"] == n // 2
 
     resumed = train(cfg, resume_from=halfway, checkpoint_dir=tmp_path / "b")
     assert resumed.losses == straight.losses[n // 2:]
@@ -117,7 +118,7 @@ def test_resume_refuses_weights_that_evaluation_would_refuse(tmp_path, spoil):
     model.pt, before any training."""
     cfg = small("train.max_steps=1")
     train(cfg, checkpoint_dir=tmp_path / "run")
-    target = latest_checkpoint(tmp_path / "run")
+    target = latest_checkpoint(on_disk(tmp_path / "run")).as_path()
     weights = torch.load(target / "model.pt", weights_only=True)
     weights["decoder.weight"][0, 0] = math.nan if spoil == "nan" else weights["decoder.weight"][0, 0] + 1
     torch.save(weights, target / "model.pt")
@@ -164,9 +165,9 @@ def test_a_finite_loss_with_infinite_gradients_stops_the_run_before_the_weights_
     assert result.metrics["diverged_at_step"] == 4 and result.metrics["step"] == 3
     assert result.checkpoint is None and result.metrics["checkpoint"] is None
     assert len(result.losses) == 3 and all(math.isfinite(x) for x in result.losses)
-    kept = [load_checkpoint(c) for c in list_checkpoints(tmp_path)]  # each checked: finite, hash matches
+    kept = [load_checkpoint(c) for c in list_checkpoints(on_disk(tmp_path))]  # each checked: finite, hash matches
     assert [c.meta["step"] for c in kept] == [2, 3]
-    assert latest_checkpoint(tmp_path).name == "step-000000003"
+    assert latest_checkpoint(on_disk(tmp_path)).name == "step-000000003"
     assert all(torch.isfinite(v).all() for v in result.model.state_dict().values() if v.is_floating_point())
     assert result.model_id == kept[-1].model_id
 

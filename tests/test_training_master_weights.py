@@ -20,6 +20,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from abacus_ray.model.checkpoint import load_checkpoint, model_id_of
 from abacus_ray.model.transformer import ArithmeticTransformer
+from abacus_ray.storage import on_disk
 from abacus_ray.training.loop import train
 from abacus_ray.training.master import MasterWeights, working_model
 from abacus_ray.training.optimizer import parameter_groups
@@ -79,7 +80,7 @@ def test_bf16_pure_checkpoints_are_fp32_resume_exactly_and_load_in_either_precis
     resumed = train(pure, resume_from=tmp_path / "pure_half")
     assert resumed.losses == straight.losses[n // 2:]  # N straight == N/2 + resume + N/2, bit for bit
     assert resumed.model_id == straight.model_id
-    loaded = load_checkpoint(straight.checkpoint)
+    loaded = load_checkpoint(on_disk(straight.checkpoint))
     assert all(v.dtype == torch.float32 for v in loaded.model.state_dict().values() if v.is_floating_point())
     assert loaded.model_id == straight.model_id == model_id_of(straight.model)
     # a bf16-pure checkpoint resumes in fp32, and an fp32 one in bf16-pure (AdamW state included)

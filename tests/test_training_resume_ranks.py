@@ -16,6 +16,7 @@ from test_training_loop import small
 
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.model.checkpoint import load_checkpoint
+from abacus_ray.storage import on_disk
 from abacus_ray.training.loop import train
 
 pytestmark = pytest.mark.slow  # spawns gloo ranks
@@ -52,7 +53,7 @@ def test_two_ranks_resumed_halfway_train_the_same_model_as_straight_through(tmp_
     assert cfg.model.init_state == "noise"  # drawn from each rank's own stream
     straight = run(cfg, tmp_path / "straight")
     halfway = tmp_path / "straight" / "halfway"
-    assert load_checkpoint(halfway).meta["step"] == STEPS // 2
+    assert load_checkpoint(on_disk(halfway)).meta["step"] == STEPS // 2
     resumed = run(cfg, tmp_path / "resumed", resume=str(halfway))
     assert resumed[0]["losses"] == straight[0]["losses"][STEPS // 2:]
     assert resumed[0]["model_id"] == resumed[1]["model_id"] == straight[0]["model_id"]

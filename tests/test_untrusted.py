@@ -45,6 +45,7 @@ from abacus_ray.evaluation.results import read_cells, write_part
 from abacus_ray.model.checkpoint import load_checkpoint
 from abacus_ray.model.checkpoint import load_weights_file as load_checkpoint_file
 from abacus_ray.model.unsafe import code_it_names, unsafe_file
+from abacus_ray.storage import on_disk
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("abacus_ray", "dashboards", "sweeps", "benchmarks")
@@ -189,7 +190,7 @@ def test_malicious_weights_are_refused_on_every_loading_path(payload, container,
         CellEvaluator("cpu", EvalConfig())._load(str(target))
     assert str(e.value) == unsafe_file(culprit, CALLS[payload])
     with pytest.raises(ValueError) as e:
-        load_checkpoint(target)
+        load_checkpoint(on_disk(target))
     assert str(e.value) == unsafe_file(culprit, CALLS[payload])
     tally("untrusted: malicious pickle", 2)
     assert not marker.exists() and not out.exists()
@@ -201,7 +202,7 @@ def test_malicious_training_state_is_refused(payload, container, ckpt, tmp_path)
     target, marker = planted(ckpt, tmp_path, "train_state.pt", payload, container)
     culprit = str(target / "train_state.pt")
     refused_quietly(["train", "--out", str(target.parent), "--resume", "--device", "cpu"], culprit, payload, [tmp_path])
-    loaded = load_checkpoint(target)  # weights are fine; the state is only read when asked for
+    loaded = load_checkpoint(on_disk(target))  # weights are fine; the state is only read when asked for
     with pytest.raises(ValueError) as e:
         _ = loaded.state
     assert str(e.value) == unsafe_file(culprit, CALLS[payload])

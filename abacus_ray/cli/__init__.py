@@ -143,13 +143,11 @@ def check_output_dir(path: str | Path, flag: str) -> Path:
     return check_local_dir(Path(path), flag)
 
 
-def check_readable(targets: list[str], flag: str) -> None:
+def check_readable(targets: list[str], flag: str) -> list[storage.Location]:
     """Refuse, in one line and in seconds, an input URI (a checkpoint, a run directory) that cannot
     be read: an unknown scheme, credentials in it, an unreachable endpoint, no such bucket. Local
-    paths are checked where they are read."""
-    for target in targets:
-        if storage.is_uri(target):
-            storage.probe(target, flag, write=False)
+    paths are checked where they are read. Returns them resolved, for the command to pass on."""
+    return [storage.probe(target, flag, write=False) for target in targets]
 
 
 def check_device(name: str, flag: str = "--device") -> str:

@@ -68,8 +68,7 @@ def handler(args: argparse.Namespace) -> int:
             resolve_checkpoint,
         )
 
-        check_readable([args.checkpoint], "CHECKPOINT")
-        path = resolve_checkpoint(args.checkpoint)
+        path = resolve_checkpoint(check_readable([args.checkpoint], "CHECKPOINT")[0])
         cfg, meta = read_checkpoint_config(path), read_json(path / META_FILE)
     else:
         cfg = config_from_args(args)

@@ -89,10 +89,10 @@ def handler(args: argparse.Namespace) -> int:
     device = None if args.device is None else check_device(args.device)
     if args.run_id is not None:
         check_text(args.run_id, "--run-id")
-    check_readable(args.checkpoints, "CHECKPOINT")
+    checkpoints = check_readable(args.checkpoints, "CHECKPOINT")
     # resolved here once: refused in one line before any model is loaded
     out = storage.probe(args.out, "--out")
-    first = read_checkpoint_config(resolve_checkpoint(args.checkpoints[0]))
+    first = read_checkpoint_config(resolve_checkpoint(checkpoints[0]))
     overrides = {
         "per_cell": args.per_cell,
         "seed": args.seed,
@@ -109,7 +109,7 @@ def handler(args: argparse.Namespace) -> int:
         {f"eval.{k}": v for k, v in overrides.items() if v is not None}
     ).eval
     if args.problems is not None:
-        return _problems(args, eval_cfg, device, out)
+        return _problems(args, checkpoints, eval_cfg, device, out)
     # '' is a bad spec, not none
     if args.grid is not None or args.cells is not None or args.diagonal is not None:
         grids = [resolve_grid(grid=args.grid, cells=args.cells, diagonal_spec=args.diagonal)]
@@ -121,7 +121,7 @@ def handler(args: argparse.Namespace) -> int:
                 f"eval.grids of {args.checkpoints[0]}: {str(e).removeprefix('--grid: ')}; pass "
                 "--grid, --cells or --diagonal"
             ) from None
-    report = evaluate(args.checkpoints, grids, eval_cfg, out, device=device, samples=args.samples,
+    report = evaluate(checkpoints, grids, eval_cfg, out, device=device, samples=args.samples,
                       progress=not args.quiet, run_id=args.run_id, flush_every_s=args.flush_every_s,
                       flush_every_cells=args.flush_every_cells)
     done = sum(report.evaluated.values())
@@ -134,15 +134,16 @@ def handler(args: argparse.Namespace) -> int:
     return 0
 
 
-def _problems(args: argparse.Namespace, eval_cfg, device, out: storage.Location) -> int:
+def _problems(args: argparse.Namespace, checkpoints: list[storage.Location], eval_cfg, device,
+              out: storage.Location) -> int:
     """`--problems FILE`: one checkpoint, one problem file (evaluation/problem_file.py)."""
     # heavy: torch, with the command
     from abacus_ray.evaluation.problem_file import evaluate_problem_file
 
-    if len(args.checkpoints) != 1:
-        raise ValueError(f"--problems: scores one checkpoint, got {len(args.checkpoints)}")
+    if len(checkpoints) != 1:
+        raise ValueError(f"--problems: scores one checkpoint, got {len(checkpoints)}")
     n, correct, part = evaluate_problem_file(
-        args.checkpoints[0], args.problems, eval_cfg, out, device=device, run_id=args.run_id
+        checkpoints[0], args.problems, eval_cfg, out, device=device, run_id=args.run_id
     )
     if part is None:
         print(f"{args.problems} is already scored on this model in {args.out}")

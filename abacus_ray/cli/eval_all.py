@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -102,8 +101,7 @@ def sweep_models(root: storage.Location, include: frozenset[str]) -> list:
         record = storage.read_parquet(path)
     except (OSError, ValueError, pa.ArrowException) as e:
         raise ValueError(f"{path}: not a trial record ({one_line(str(e))[:100]})") from None
-    found = [root / rel for rel in trial_status.checkpoints_to_score(record, include, str(path))]
-    return [c.as_path() if c.local else c for c in found]
+    return [root / rel for rel in trial_status.checkpoints_to_score(record, include, str(path))]
 
 
 def places_of(
@@ -161,7 +159,8 @@ def handler(args: argparse.Namespace) -> int:
     results = storage.probe(args.results, "RESULTS", write=False)
     jobs = []
     for models, out in places_of(args, results):
-        models = [m.resolve() if isinstance(m, Path) else m for m in models]
+        # a local one by its real path (links followed), as its rows will name it
+        models = [storage.on_disk(m.as_path().resolve()) if m.local else m for m in models]
         # a foreign or unreadable results directory is refused here, not after the cluster starts
         done_keys(out)
         models = checked_models(models, out)

@@ -75,15 +75,17 @@ def handler(args: argparse.Namespace) -> int:
         ids = []
 
         def fill(run: Path) -> None:
-            ids.append(save_checkpoint(run / checkpoint_name(0), model, cfg, state))
+            ids.append(save_checkpoint(storage.on_disk(run / checkpoint_name(0)), model, cfg,
+                                       state))
 
         storage.create_dir(out, fill, "--out")
         model_id = ids[0]
     # written here, then copied up, meta.json last (a reader lists only checkpoints that have it)
     else:
         with tempfile.TemporaryDirectory(prefix="abacus-import-") as tmp:
-            model_id = save_checkpoint(Path(tmp) / checkpoint_name(0), model, cfg, state)
-            storage.upload(Path(tmp) / checkpoint_name(0), out / checkpoint_name(0), last=META_FILE)
+            staged = Path(tmp) / checkpoint_name(0)
+            model_id = save_checkpoint(storage.on_disk(staged), model, cfg, state)
+            storage.upload(staged, out / checkpoint_name(0), last=META_FILE)
     m = cfg.model
     print(f"imported {source.official_class} ({m.layers} x {m.recurrences}, {m.positions}, "
           f"injection {m.injection}, task {cfg.task.name}) from {source.path} as {cfg.name} into "

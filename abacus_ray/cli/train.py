@@ -145,7 +145,7 @@ def handler(args: argparse.Namespace) -> int:
     # On object storage the loop writes into a local staging directory and
     # each checkpoint is copied up.
     out = loc.as_path() if loc.local else Path(tempfile.mkdtemp(prefix="abacus-train-"))
-    latest = latest_checkpoint(out if loc.local else loc)
+    latest = latest_checkpoint(loc)
     if args.resume:
         if latest is None:
             raise CLIError(f"--resume: no checkpoint under {loc}")

@@ -168,10 +168,7 @@ def _checkpoint_of(result, root: Location) -> Location | None:
     if path is not None:
         return root.at(path)  # its URI on an object store: what the evaluators and MLflow get
     if metrics.get("trial_id"):  # fall back to the Train run's newest checkpoint in storage
-        found = latest_checkpoint(SweepDir.of(root).train_run(metrics["trial_id"]))
-        if found is None:
-            return None
-        return found if isinstance(found, Location) else storage.on_disk(found)
+        return latest_checkpoint(SweepDir.of(root).train_run(metrics["trial_id"]))
     return None
 
 

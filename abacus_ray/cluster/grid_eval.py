@@ -40,7 +40,7 @@ from abacus_ray.evaluation.results import (
 )
 from abacus_ray.evaluation.runner import score_cells
 from abacus_ray.evaluation.work import WorkItems
-from abacus_ray.model.checkpoint import load_checkpoint
+from abacus_ray.model.checkpoint import load_checkpoint, located
 from abacus_ray.storage import Location
 
 # `max_restarts` (below) has no named parameter in Ray 2.60's map_batches, only the deprecated
@@ -91,7 +91,7 @@ class CellEvaluator:
         if path in self.models:
             self.models.move_to_end(path)
         else:
-            self.models[path] = load_checkpoint(path, map_location=self.device)
+            self.models[path] = load_checkpoint(located(path), map_location=self.device)
             while len(self.models) > self.KEEP_MODELS:
                 self.models.popitem(last=False)
         return self.models[path]

@@ -278,7 +278,7 @@ def check_problems_memory(cfg: ExperimentConfig, problems: ProblemSet, eval_cfg:
                     token_budget=eval_cfg.token_budget or 8192, key="--problems")
 
 
-def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path,
+def evaluate_problem_file(checkpoint: storage.Location, problems_path: str | Path,
                           eval_cfg: EvalConfig, out_dir: storage.Location, *, device=None,
                           run_id: str | None = None) -> tuple[int, int, object]:
     """Score a problem file on one checkpoint into `out_dir`; returns (problems, correct, problem
@@ -286,7 +286,7 @@ def evaluate_problem_file(checkpoint_path: str | Path, problems_path: str | Path
 
     The file is read and bounded against the checkpoint's config before the weights are loaded. One
     results directory holds one problem file's results (their cell rows share per_cell = 0)."""
-    path = resolve_checkpoint(checkpoint_path)
+    path = resolve_checkpoint(checkpoint)
     problems = read_problem_file(problems_path, read_checkpoint_config(path))
     model_id = read_json(path / META_FILE).get("model_id")
     earlier = read_problems(out_dir) if storage.is_dir(out_dir / PROBLEMS_DIR) else None

@@ -135,7 +135,7 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def evaluate(checkpoints: Sequence[str | Path], grids: Grid | Sequence[Grid], eval_cfg: EvalConfig,
+def evaluate(checkpoints: Sequence[Location], grids: Grid | Sequence[Grid], eval_cfg: EvalConfig,
              out_dir: Path | Location, *, device: str | torch.device | None = None,
              samples: bool = False, progress: bool = True, run_id: str | None = None,
              trial_id: str | None = None, flush_every_s: float = 10.0,

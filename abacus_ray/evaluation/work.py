@@ -20,6 +20,7 @@ from abacus_ray.evaluation.grids import Cell, Grid
 from abacus_ray.evaluation.results import done_keys, key_of
 from abacus_ray.model.checkpoint import (
     META_FILE,
+    located,
     read_checkpoint_config,
     read_json,
     resolve_checkpoint,
@@ -189,6 +190,11 @@ class Source:
     run_id: str | None = None
     trial_id: str | None = None
 
+    @property
+    def location(self) -> Location:
+        """The checkpoint (a local path or a URI, as a results row holds it), resolved."""
+        return located(self.checkpoint)
+
 
 @dataclass(frozen=True)
 class WorkItems:
@@ -213,9 +219,8 @@ def work_items(sources: Sequence[Source], grids: Sequence[Grid], eval_cfg: EvalC
     items: list[dict[str, Any]] = []
     todo_total = skipped = 0
     for src in sources:
-        path = resolve_checkpoint(src.checkpoint)
+        path = resolve_checkpoint(src.location)
         cfg = read_checkpoint_config(path)
-        # path: a local Path or a storage Location
         model_id = read_json(path / META_FILE)["model_id"]
         cells = cells_for(cfg, grids)
         todo = missing_cells(cfg, model_id, cells, eval_cfg, have)

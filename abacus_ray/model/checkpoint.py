@@ -19,9 +19,11 @@ wrong-shape file is a `ValueError` naming the file (one that holds code, in the 
 meta.json's `model_id`. Every loader (evaluation, resume) reads weights through `read_checked`,
 which runs all of these checks, and `save_checkpoint` refuses to write weights that are not finite.
 
-A checkpoint (or a run directory) may also be an object-store URI (`abacus_ray.storage`): its JSON
+A checkpoint (or a run directory) may also be in an object store (`abacus_ray.storage`): its JSON
 files are read in place, and `load_checkpoint` first copies the directory to a local cache
-(`fetch`), then loads it exactly as a local one, weights-only.
+(`fetch`), then loads it exactly as a local one, weights-only. Every function here takes a resolved
+`Location`: a user's argument is resolved at the command line, a checkpoint named in our own
+records (a results row, `Source.checkpoint`, a trial's path) by `located`, once where it is read.
 """
 
 from __future__ import annotations
@@ -87,43 +89,37 @@ def checkpoint_name(step: int) -> str:
     return f"step-{step:09d}"
 
 
-def _place(path: str | Path | Location) -> Location:
-    """Any checkpoint argument (a path, a URI, a `Location`) as a storage `Location`."""
-    return path if isinstance(path, Location) else storage.resolve(path)
+def located(text: str) -> Location:
+    """A checkpoint as our own records hold it (a results row's `checkpoint`, `Source.checkpoint`,
+    a trial's reported path: a local path or a URI) as a `Location`, parsed once where it is read.
+    A user's argument is resolved at the command line instead (`storage.resolve` with its flag)."""
+    return storage.resolve(text)
 
 
-def _returned(loc: Location) -> Path | Location:
-    """What callers get back: a local `Path` on this machine's disk, else the `Location`."""
-    return loc.as_path() if loc.local else loc
-
-
-def list_checkpoints(root: str | Path | Location) -> list[Path | Location]:
-    """Complete numbered checkpoints under `root` (a path or URI), oldest first."""
-    root = _place(root)
+def list_checkpoints(root: Location) -> list[Location]:
+    """Complete numbered checkpoints under `root` (local or in an object store), oldest first."""
     children = storage.listdir(root) if storage.is_dir(root) else []
     found = [(int(m.group(1)), c) for c in children
              if (m := _STEP_DIR.match(c.name)) and storage.is_file(c / META_FILE)]
-    return [_returned(c) for _, c in sorted(found, key=lambda t: t[0])]
+    return [c for _, c in sorted(found, key=lambda t: t[0])]
 
 
-def latest_checkpoint(root: str | Path | Location) -> Path | Location | None:
+def latest_checkpoint(root: Location) -> Location | None:
     found = list_checkpoints(root)
     return found[-1] if found else None
 
 
-def resolve_checkpoint(path: str | Path | Location) -> Path | Location:
-    """`path` itself if it is a checkpoint, else the latest checkpoint under it (a URI stays a
-    URI)."""
-    loc = _place(path)
+def resolve_checkpoint(loc: Location) -> Location:
+    """`loc` itself if it is a checkpoint, else the latest checkpoint under it."""
     if storage.is_file(loc / META_FILE):
-        return _returned(loc)
+        return loc
     if not storage.exists(loc):
-        raise FileNotFoundError(f"{_returned(loc)}: no such checkpoint directory")
+        raise FileNotFoundError(f"{loc}: no such checkpoint directory")
     latest = latest_checkpoint(loc)
     if latest is None and storage.exists(loc / META_FILE):  # a FIFO or a device under its name
         storage.check_regular_file(loc / META_FILE, storage.MAX_TEXT_BYTES)
     if latest is None:
-        raise ValueError(f"{_returned(loc)}: not a checkpoint directory and holds no step-* "
+        raise ValueError(f"{loc}: not a checkpoint directory and holds no step-* "
                          "checkpoints")
     return latest
 
@@ -132,7 +128,7 @@ def _json_scalars(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
 
-def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: ExperimentConfig,
+def save_checkpoint(directory: Location, model: nn.Module, cfg: ExperimentConfig,
                     state: dict) -> str:
     """Write a checkpoint directory atomically; returns the model id (sha256 of the weights).
 
@@ -142,7 +138,7 @@ def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: Exp
     """
     weights = cpu_weights(model)
     # a diverged model is never written
-    check_finite(weights, _returned(_place(directory) / MODEL_FILE))
+    check_finite(weights, str(directory / MODEL_FILE))
     model_id = content_hash(weights)
     meta = {"format_version": FORMAT_VERSION, "model_id": model_id, "name": cfg.name,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
@@ -155,20 +151,20 @@ def save_checkpoint(directory: str | Path | Location, model: nn.Module, cfg: Exp
             with open(tmp / name, "wb") as fh:
                 torch.save(obj, fh)
 
-    storage.write_dir(_place(directory),
+    storage.write_dir(directory,
                       {CONFIG_FILE: json.dumps(cfg.to_dict(), indent=2, sort_keys=True),
                        META_FILE: json.dumps(meta, indent=2, sort_keys=True)},
                       fill=write, last=META_FILE)
     return model_id
 
 
-def prune_checkpoints(root: str | Path, keep: int) -> None:
+def prune_checkpoints(root: Location, keep: int) -> None:
     """Delete all but the newest `keep` numbered checkpoints under `root`."""
     for old in list_checkpoints(root)[:-keep] if keep > 0 else []:
-        storage.delete(_place(old), quiet=True)
+        storage.delete(old, quiet=True)
 
 
-def load_weights_file(path: str | Path, map_location: Any = "cpu") -> Any:
+def load_weights_file(path: Path, map_location: Any = "cpu") -> Any:
     """`torch.load(path, weights_only=True)`, with any failure turned into a ValueError naming
     `path`: a file that holds code in the one wording of `model.unsafe` (torch's own message would
     advise the unsafe load), anything else as what it is. Torch's warnings about the file are not
@@ -216,8 +212,8 @@ def _what_it_is(path: Path, e: Exception) -> str:
     return f"not a torch file ({size:,} bytes, starting {head[:8].hex(' ')})"
 
 
-def read_json(path: Path | Location) -> dict:
-    loc = path if isinstance(path, Location) else storage.on_disk(path)
+def read_json(loc: Location) -> dict:
+    path = loc.as_path() if loc.local else loc  # as messages name it
     if not storage.is_file(loc):
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
     try:
@@ -230,9 +226,9 @@ def read_json(path: Path | Location) -> dict:
     return data
 
 
-def read_checkpoint_config(path: str | Path | Location) -> ExperimentConfig:
+def read_checkpoint_config(loc: Location) -> ExperimentConfig:
     """The `ExperimentConfig` stored beside a checkpoint's weights (no weights are read)."""
-    config_path = _returned(_place(path) / CONFIG_FILE)
+    config_path = loc / CONFIG_FILE
     try:
         return ExperimentConfig.from_dict(read_json(config_path))
     except ValueError as e:
@@ -307,7 +303,7 @@ def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, w
                          f"{n} tensor(s) differ)")
 
 
-def check_finite(weights: dict[str, torch.Tensor], where: Path | Location | str) -> None:
+def check_finite(weights: dict[str, torch.Tensor], where: Path | str) -> None:
     """Refuse weights holding NaN or infinity, naming the tensor by the file's key: such a model
     (diverged, or corrupted on its way) would be scored, and its zeros read as a result."""
     for name in sorted(weights):
@@ -322,11 +318,11 @@ def check_finite(weights: dict[str, torch.Tensor], where: Path | Location | str)
 CACHE_DIR = "abacus-ray-checkpoints"  # under the temp dir: checkpoints fetched from object storage
 
 
-def fetch(path: str | Path | Location) -> Path:
-    """A local directory holding the checkpoint at `path` (its latest under a run directory): `path`
+def fetch(loc: Location) -> Path:
+    """A local directory holding the checkpoint at `loc` (its latest under a run directory): `loc`
     itself on a local disk; from an object store, a copy in the node's temp dir, keyed by the URI
     and the weights' id (meta.json), made atomically (a temporary sibling renamed), and reused."""
-    path = _place(resolve_checkpoint(path))
+    path = resolve_checkpoint(loc)
     if path.local:
         return path.as_path()
     meta = read_json(path / META_FILE)
@@ -367,13 +363,13 @@ class CheckedWeights:
     model_id: str
 
 
-def read_checked(directory: str | Path | Location) -> CheckedWeights:
+def read_checked(directory: Location) -> CheckedWeights:
     """The one way a checkpoint's weights are read, by every loader (evaluation, resume): the
     checkpoint (or the latest under `directory`; a URI is fetched here first), weights-only,
     through `check_weights`."""
     path = fetch(directory)
-    cfg = read_checkpoint_config(path)
-    meta = read_json(path / META_FILE)
+    cfg = read_checkpoint_config(storage.on_disk(path))
+    meta = read_json(storage.on_disk(path / META_FILE))
     weights = load_weights_file(path / MODEL_FILE, "cpu")
     model_id = check_weights(weights, cfg, path / MODEL_FILE, meta.get("model_id"))
     return CheckedWeights(path, cfg, meta, weights, model_id)
@@ -388,7 +384,7 @@ def load_state(model: nn.Module, weights: dict[str, torch.Tensor], where: Path) 
         raise ValueError(f"{where}: weights do not fit the configured model ({first})") from None
 
 
-def load_checkpoint(directory: str | Path | Location, map_location: Any = "cpu") -> Checkpoint:
+def load_checkpoint(directory: Location, map_location: Any = "cpu") -> Checkpoint:
     """Rebuild the model of a checkpoint (or of the latest checkpoint under `directory`), which may
     be a URI (`fetch` copies it here first), after `read_checked`'s checks (the hash against
     meta.json's `model_id` catches silent corruption). `Checkpoint.source` is where it was read

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.train import resolved_compile
 from abacus_ray.model import checkpoint as ckpt
@@ -135,9 +136,11 @@ def _build_model(
     model = ArithmeticTransformer.for_experiment(cfg)
     if resume_from is None:
         return model, None
-    path = ckpt.fetch(resume_from)  # a local directory (a URI's checkpoint is copied here first)
-    _check_resumable(cfg, ckpt.read_checkpoint_config(path), path)
-    checked = ckpt.read_checked(path)  # the checks of every loader: fit, finite, hash
+    # a local directory (a URI's checkpoint is copied here first)
+    path = ckpt.fetch(ckpt.located(str(resume_from)))
+    _check_resumable(cfg, ckpt.read_checkpoint_config(storage.on_disk(path)), path)
+    # the checks of every loader: fit, finite, hash
+    checked = ckpt.read_checked(storage.on_disk(path))
     ckpt.load_state(model, checked.weights, path / ckpt.MODEL_FILE)
     state_file = path / ckpt.STATE_FILE
     return model, ckpt.check_train_state(ckpt.load_weights_file(state_file), state_file)
@@ -264,8 +267,8 @@ class _Session:
             **self.budget.state(),
         }
         target = self.root / ckpt.checkpoint_name(self.budget.step)
-        model_id = ckpt.save_checkpoint(target, self.model, self.cfg, state)
-        ckpt.prune_checkpoints(self.root, KEEP_CHECKPOINTS)
+        model_id = ckpt.save_checkpoint(storage.on_disk(target), self.model, self.cfg, state)
+        ckpt.prune_checkpoints(storage.on_disk(self.root), KEEP_CHECKPOINTS)
         return str(target), model_id
 
     def emit(self, window: Window, fraction: float, lr: float, *, final: bool,
