@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from abacus_ray import storage
 from dashboards.build import build_site
 from dashboards.sample import synthetic_results
 from dashboards.site import sweep_page_name
@@ -65,7 +66,7 @@ def main() -> int:
             root = Path(tmp)
             synthetic_results(root / "fig10_k" / "results", models, pairs)
             start = time.perf_counter()
-            index = build_site(root / "fig10_k", root / "site")
+            index = build_site(storage.on_disk(root / "fig10_k"), root / "site")
             build = time.perf_counter() - start
             site_mb = sum(f.stat().st_size for f in index.parent.rglob("*") if f.is_file()) / 2**20
             page = index.parent / sweep_page_name("fig10_k")

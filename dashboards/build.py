@@ -69,16 +69,15 @@ def write_assets(out_dir: Path) -> None:
         _copy(STATIC / name, assets / name)
 
 
-def build_site(results: Path | Location, out_dir: Path,
+def build_site(results: Location, out_dir: Path,
                claims: ClaimOf | None = None) -> Path:
     """Build (or rebuild) the dashboards of `results` into `out_dir`; returns the index page's
     path.
 
     `results` may be a results directory, a sweep root holding `results/`, or a storage root with
-    several sweeps (`evaluation.places.results_dirs`); a `Path` is on this machine's disk. `claims`
+    several sweeps (`evaluation.places.results_dirs`), resolved by the caller. `claims`
     finds each sweep's figure claim, whose verdicts the index page lists first.
     """
-    results = results if isinstance(results, Location) else storage.on_disk(results)
     out = Path(out_dir)
     sig = signature(results)
     cells = load_cells(results)

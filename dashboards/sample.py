@@ -73,11 +73,13 @@ def make_sample(
             )
             result = train(cfg, "cpu", checkpoint_dir=root / sweep / SweepDir.TRAIN / f"run{seed}")
             checkpoints.append(storage.on_disk(Path(result.checkpoint)))
-            evaluate([checkpoints[-1]], grids, eval_cfg, root / sweep / SweepDir.RESULTS,
+            results = storage.on_disk(root / sweep / SweepDir.RESULTS)
+            evaluate([checkpoints[-1]], grids, eval_cfg, results,
                      device="cpu", progress=False, run_id=f"{sweep}/{run}")
         if second_sweep is not None:
             evaluate([checkpoints[0]], [parse_cells("1-3x1-3")], eval_cfg,
-                     root / "second" / SweepDir.RESULTS, device="cpu", progress=False,
+                     storage.on_disk(root / "second" / SweepDir.RESULTS), device="cpu",
+                     progress=False,
                      run_id=f"{second_sweep}/{run_names[0]}")
     finally:
         torch.set_num_threads(threads)
@@ -138,7 +140,7 @@ def synthetic_results(
                     **config_columns(cfg),
                 }
             )
-    write_cells(out_dir, rows)
+    write_cells(storage.on_disk(Path(out_dir)), rows)
     return Path(out_dir)
 
 

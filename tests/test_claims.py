@@ -31,6 +31,7 @@ from abacus_ray.evaluation.claims import (
 )
 from abacus_ray.evaluation.regions import region_of, views_for
 from abacus_ray.evaluation.results import config_columns, write_cells
+from abacus_ray.storage import on_disk
 
 OOD = Cells("OOD", view="ood")
 VERSUS = Claim(
@@ -341,7 +342,7 @@ def _write_fig10_sweep(root, k12_window: int = 75, preset_name: str = "tiny",
         )
     root.mkdir(parents=True)
     (root / "sweep.json").write_text(json.dumps({"preset": preset_name, "trials": [{}, {}]}))
-    write_cells(root / "results", rows)
+    write_cells(on_disk(root / "results"), rows)
     return root
 
 
@@ -403,5 +404,5 @@ def test_the_dashboard_index_lists_each_sweeps_verdict_linked_to_its_page(tmp_pa
     assert "<td>shown</td>" in rows[0] and "(825/3,300)" in rows[0]
     assert 'href="sweep-fig11_large_k.html"' in rows[1] and "<td>Fig. 11</td>" in rows[1]
     assert "<td>not shown at this scale</td>" in rows[1]
-    plain = build_site(tmp_path, tmp_path / "plain").read_text()  # no claim finder: no section
+    plain = build_site(on_disk(tmp_path), tmp_path / "plain").read_text()  # no claim finder: no section
     assert "<h2>Claims</h2>" not in plain and "<h2>Sweeps</h2>" in plain

@@ -18,6 +18,7 @@ from abacus_ray.config import preset
 from abacus_ray.evaluation.aggregate import wilson_interval
 from abacus_ray.evaluation.places import results_dirs
 from abacus_ray.evaluation.results import config_columns, write_cells
+from abacus_ray.storage import on_disk
 from dashboards import paper_values
 from dashboards.build import build_site
 from dashboards.data import arch_label, block_label, load_cells, signature
@@ -89,11 +90,11 @@ def test_run_without_an_id_is_named_after_its_checkpoint(tmp_path):
     from abacus_ray.evaluation.results import read_cells
 
     synthetic_results(tmp_path / "made", [("x", []), ("y", [])], SQUARE)
-    rows = read_cells(tmp_path / "made")
+    rows = read_cells(on_disk(tmp_path / "made"))
     first = rows["model_id"] == rows["model_id"].iloc[0]
     rows["run_id"] = None
     rows.loc[first, "checkpoint"] = str(tmp_path / "runs" / "tiny" / "step-000020")  # only its last two parts name it
-    write_cells(tmp_path / "evals" / "results", rows.astype(object).where(rows.notna(), None).to_dict("records"))
+    write_cells(on_disk(tmp_path / "evals" / "results"), rows.astype(object).where(rows.notna(), None).to_dict("records"))
     cells = load_cells(storage.resolve(tmp_path / "evals"))
     runs = dict(zip(cells["model_id"], cells["run"], strict=False))
     assert runs[rows.loc[first, "model_id"].iloc[0]] == "tiny/step-000020"
@@ -225,7 +226,7 @@ def test_compare_prefers_same_setting_then_falls_back_to_scaled():
 def test_site_is_offline_and_escapes_hostile_names(tmp_path):
     synthetic_results(tmp_path / "s" / "results", [(f"{HOSTILE_SWEEP}/{HOSTILE}", []), ("plain/run", ["seed=1"])],
                       SQUARE)
-    index = build_site(tmp_path / "s", tmp_path / "site")
+    index = build_site(on_disk(tmp_path / "s"), tmp_path / "site")
     site = index.parent
     pages = sorted(site.glob("*.html"))
     assert index.name == "index.html" and len(pages) == 4  # index, paper, two sweeps
@@ -256,7 +257,7 @@ def test_demo_sized_site_is_under_15_mb(tmp_path):
     pairs = [(i, j) for i in range(1, 13) for j in range(1, 13)] + [(n, n) for n in range(13, 31)]
     models = [(f"fig10_k/max_k={k}_seed={s}", [f"model.max_k={k}", f"seed={s}"]) for k in (6, 12, 19, 25) for s in (0, 1)]
     synthetic_results(tmp_path / "fig10_k" / "results", models, pairs)
-    index = build_site(tmp_path / "fig10_k", tmp_path / "site")
+    index = build_site(on_disk(tmp_path / "fig10_k"), tmp_path / "site")
     size = sum(f.stat().st_size for f in index.parent.rglob("*") if f.is_file())
     assert size < 15 * 2**20, size
     data = json.loads(re.search(r'id="dashboard-data">(.*?)</script>',
@@ -268,12 +269,12 @@ def test_demo_sized_site_is_under_15_mb(tmp_path):
 
 def test_rebuild_drops_pages_of_vanished_sweeps(tmp_path):
     write_two_seeds(tmp_path, "a")
-    build_site(tmp_path, tmp_path / "site")
+    build_site(on_disk(tmp_path), tmp_path / "site")
     assert (tmp_path / "site" / "sweep-a.html").exists()
     for f in (tmp_path / "a" / "results").glob("part-*"):
         f.unlink()
     write_two_seeds(tmp_path, "b")
-    build_site(tmp_path, tmp_path / "site")
+    build_site(on_disk(tmp_path), tmp_path / "site")
     assert not (tmp_path / "site" / "sweep-a.html").exists() and (tmp_path / "site" / "sweep-b.html").exists()
 
 
@@ -299,7 +300,7 @@ def test_server_binds_loopback_and_rebuilds_when_parts_arrive(tmp_path):
         assert site.builds == 1
         assert json.loads(_get(base + "/stamp.json"))["stamp"] == first and site.builds == 1  # nothing new
         cfg = preset("tiny", ["seed=2"])
-        write_cells(tmp_path / "live" / "results", [{
+        write_cells(on_disk(tmp_path / "live" / "results"), [{
             "model_id": "new", "run_id": "live/streamed", "task": "add", "i": 1, "j": 1, "region": "id", "n_train": 5,
             "n": 4, "n_correct": 4, "accuracy": 1.0, "n_first_correct": 4, "per_cell": 20, "eval_seed": 0,
             "recurrences": 1, "require_eos": True, **config_columns(cfg)}])
@@ -339,7 +340,7 @@ def test_sorting_sweep_gets_tables_and_first_token_grids(tmp_path):
               for p in ("abacus", "fire") for s in (0, 1)]
     pairs = [(i, j) for i in range(1, 7) for j in range(1, 7)]
     synthetic_results(tmp_path / "table1_sorting" / "results", models, pairs, task="sort", per_cell=10)
-    index = build_site(tmp_path, tmp_path / "site")
+    index = build_site(on_disk(tmp_path), tmp_path / "site")
     html = (index.parent / "sweep-table1_sorting.html").read_text()
     data = json.loads(re.search(r'id="dashboard-data">(.*?)</script>', html, re.S).group(1))
     assert data["has_sort"] and data["varying"] == ["positions"]
@@ -356,7 +357,7 @@ def test_paper_page_shows_figures_with_runs_as_paired_bars_and_lists_the_rest(tm
     models = [(f"table1_sorting/positions={p}", [*sort, f"model.positions={p}"]) for p in ("abacus", "fire")]
     pairs = [(i, j) for i in range(1, 7) for j in range(1, 7)]
     synthetic_results(tmp_path / "table1_sorting" / "results", models, pairs, task="sort", per_cell=10)
-    index = build_site(tmp_path, tmp_path / "site")
+    index = build_site(on_disk(tmp_path), tmp_path / "site")
     html = (index.parent / "paper.html").read_text()
     assert "<h2>Table 1</h2>" in html and "<h2>Fig. 4</h2>" not in html and "no matching run" not in html
     assert '<script src="assets/paper.js">' in html and (index.parent / "assets" / "paper.js").is_file()
@@ -386,7 +387,7 @@ def test_per_recurrence_series_for_a_model_scored_at_several_depths(tmp_path):
     looped = ["model.layers=1", "model.recurrences=4"]
     for r in (1, 2, 3, 4):
         synthetic_results(tmp_path / "fig15" / "results", [("fig15/r", looped)], [(12, 12)], recurrences=r, seed=r)
-    index = build_site(tmp_path, tmp_path / "site")
+    index = build_site(on_disk(tmp_path), tmp_path / "site")
     html = (index.parent / "sweep-fig15.html").read_text()
     data = json.loads(re.search(r'id="dashboard-data">(.*?)</script>', html, re.S).group(1))
     assert [(s["view"], s["x"]) for s in data["recurrence"]] == [("ood", [1, 2, 3, 4])]

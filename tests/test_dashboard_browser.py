@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from abacus_ray.evaluation.results import read_cells
+from abacus_ray.storage import on_disk
 from dashboards.build import build_site
 from dashboards.sample import make_sample
 from dashboards.site import sweep_page_name
@@ -46,7 +47,7 @@ def playwright_api():
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
     make_sample(root, steps=20, run_names=("seed=0", RUN), second_sweep=SWEEP)
-    index = build_site(root, root / "dashboard")
+    index = build_site(on_disk(root), root / "dashboard")
     return root, index.parent
 
 
@@ -113,7 +114,7 @@ def test_paper_page_draws_paired_bars_with_intervals(browser, tmp_path):
     models = [(f"table1_sorting/positions={p}", [*sort, f"model.positions={p}"]) for p in ("abacus", "fire")]
     synthetic_results(tmp_path / "table1_sorting" / "results", models, [(i, j) for i in range(1, 7) for j in range(1, 7)],
                       task="sort", per_cell=10)
-    out = build_site(tmp_path, tmp_path / "site").parent
+    out = build_site(on_disk(tmp_path), tmp_path / "site").parent
     w = Watched(browser)
     w.open(out / "paper.html")
     w.clean()
@@ -127,7 +128,7 @@ def test_paper_page_draws_paired_bars_with_intervals(browser, tmp_path):
 
 def test_sweep_page_plots_selectors_and_hover(site, browser):
     root, out = site
-    cells = read_cells(root / "sample" / "results")
+    cells = read_cells(on_disk(root / "sample" / "results"))
     w = Watched(browser)
     seconds = w.open(out / sweep_page_name("sample"))
     page = w.page
@@ -212,7 +213,7 @@ def test_search_view_shows_the_tried_the_stopped_and_the_best(site, browser, tmp
              "elapsed_s": 10.0 * s} for n, (run, status, validations) in enumerate(trials) for s, p in enumerate(validations)]
     path = write_search_rows(storage.on_disk(root / "sample"), rows, "validation")
     try:
-        out = build_site(root, tmp_path / "dashboard").parent
+        out = build_site(on_disk(root), tmp_path / "dashboard").parent
     finally:
         path.as_path().unlink()
     w = Watched(browser)

@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from abacus_ray.storage import on_disk
 from dashboards.build import build_site
 from dashboards.sample import synthetic_results
 from dashboards.timeline import gantt, lanes, main
@@ -44,10 +45,10 @@ def test_trials_get_the_first_free_lane_of_their_node():
 
 def test_sweep_page_has_the_timeline_view_when_the_sweep_recorded_a_timeline(tmp_path):
     results = synthetic_results(tmp_path / "s" / "results", [("s/a0", ["seed=0"])], [(1, 1), (2, 2)], per_cell=5)
-    index = build_site(tmp_path / "s", tmp_path / "site")
+    index = build_site(on_disk(tmp_path / "s"), tmp_path / "site")
     assert 'id="timeline-section"' not in (index.parent / "sweep-s.html").read_text()  # nothing recorded: no view
     pq.write_table(pa.Table.from_pandas(timeline_rows(), preserve_index=False), Path(results).parent / "timeline.parquet")
-    index = build_site(tmp_path / "s", tmp_path / "site")
+    index = build_site(on_disk(tmp_path / "s"), tmp_path / "site")
     page = (index.parent / "sweep-s.html").read_text()
     assert 'id="timeline-section"' in page and HOSTILE not in page
     assert "4 trials on 2 nodes over 60 s (3 finished, 1 diverged)" in page

@@ -43,12 +43,12 @@ def test_killed_eval_resumes_with_only_the_missing_cells(checkpoint, tmp_path):
             "--flush-every-cells", "5", "--token-budget", "64")
     proc = cli(*args)
     deadline = time.monotonic() + 120
-    while len(part_files(out)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+    while len(part_files(on_disk(out))) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    before = read_cells(out)
+    before = read_cells(on_disk(out))
     assert 15 <= len(before) < 400
     assert not before.duplicated(list(KEY)).any()
 
@@ -56,7 +56,7 @@ def test_killed_eval_resumes_with_only_the_missing_cells(checkpoint, tmp_path):
     stdout, stderr = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, stderr
     assert f"evaluated {400 - len(before)} cells ({len(before)} already present)" in stdout
-    after = read_cells(out)
+    after = read_cells(on_disk(out))
     assert len(after) == 400 and not after.duplicated(list(KEY)).any()
     assert set(zip(after.i, after.j, strict=True)) == {(i, j) for i in range(1, 21) for j in range(1, 21)}
     # rows from before the kill are untouched
@@ -67,18 +67,18 @@ def test_killed_eval_resumes_with_only_the_missing_cells(checkpoint, tmp_path):
 def test_eval_defaults_samples_and_summary(checkpoint, tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["eval", str(checkpoint), "--out", str(out), "--diagonal", "1-3,7", "--samples", "--quiet"]) == 0
-    df = read_cells(out)
+    df = read_cells(on_disk(out))
     assert sorted(zip(df.i, df.j, strict=True)) == [(1, 1), (2, 2), (3, 3), (7, 7)]
     assert set(df["per_cell"]) == {3}  # from the checkpoint's eval.per_cell
     assert set(df["region"]) == {"id", "ood"}
-    assert len(read_samples(out)) == 12
+    assert len(read_samples(on_disk(out))) == 12
     assert main(["eval", str(checkpoint), "--out", str(out), "--diagonal", "1-3", "--quiet"]) == 0
     assert "evaluated 0 cells (3 already present)" in capsys.readouterr().out
     assert main(["summary", str(out)]) == 0
     text = capsys.readouterr().out
     header = text.splitlines()[0].split()
     assert header[:3] == ["model_id", "name", "model.positions"] and "ood" in header and "cells" in header
-    assert read_cells(out)["model_id"].iloc[0][:12] in text
+    assert read_cells(on_disk(out))["model_id"].iloc[0][:12] in text
 
 
 @pytest.mark.parametrize("argv, message", [

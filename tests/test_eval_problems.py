@@ -92,12 +92,12 @@ def test_cli_problem_file_reproduces_a_grid_cell(tmp_path, noisy_checkpoint, cap
     grid = tmp_path / "grid"
     assert main(["eval", str(noisy_checkpoint), "--cells", "2x3", "--per-cell", "6", "--seed", "4", "--samples",
                  "--out", str(grid), "--quiet"]) == 0
-    samples = read_samples(grid).sort_values("index")
+    samples = read_samples(on_disk(grid)).sort_values("index")
     f = tmp_path / "problems.txt"
     f.write_text("\n".join(natural_line(p) for p in samples["prompt"]))
     out = tmp_path / "res"
     assert main(["eval", str(noisy_checkpoint), "--problems", str(f), "--seed", "4", "--out", str(out)]) == 0
-    rows = read_problems(out).sort_values("line")
+    rows = read_problems(on_disk(out)).sort_values("line")
     assert list(rows["output"]) == list(samples["prediction"])
     assert list(rows["correct"]) == list(samples["correct"])
     assert list(rows["first_wrong"]) == list(samples["first_wrong"])
@@ -105,7 +105,7 @@ def test_cli_problem_file_reproduces_a_grid_cell(tmp_path, noisy_checkpoint, cap
     assert list(rows["problem"]) == f.read_text().split("\n")
     assert set(pq.read_schema(next((out / "problems").glob("part-*.parquet"))).names) >= \
         {"problem", "answer", "prediction", "correct", "first_wrong", "error"}
-    cells = read_cells(out)
+    cells = read_cells(on_disk(out))
     assert list(cells[["i", "j", "n", "per_cell"]].itertuples(index=False, name=None)) == [(2, 3, 6, 0)]
     capsys.readouterr()
     assert main(["eval", str(noisy_checkpoint), "--problems", str(f), "--seed", "4", "--out", str(out)]) == 0

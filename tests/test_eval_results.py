@@ -30,6 +30,7 @@ from abacus_ray.evaluation.results import (
     write_part,
     write_samples,
 )
+from abacus_ray.storage import on_disk
 
 
 def row(model_id="m1", i=1, j=1, n_correct=5, n=10, seed=0, cfg=None, **kw):
@@ -58,18 +59,18 @@ def test_schema_has_core_and_flattened_config_columns():
 
 def test_write_read_roundtrip_and_keys(tmp_path):
     rows = [row(i=i, j=j, n_correct=i + j) for i in (1, 2) for j in (1, 3)]
-    p = write_cells(tmp_path, rows)
+    p = write_cells(on_disk(tmp_path), rows)
     assert p.name.startswith("part-") and p.suffix == ".parquet"
-    assert write_cells(tmp_path, []) is None
-    df = read_cells(tmp_path)
+    assert write_cells(on_disk(tmp_path), []) is None
+    df = read_cells(on_disk(tmp_path))
     assert len(df) == 4 and set(df["schema_version"]) == {SCHEMA_VERSION}
     assert df.loc[(df.i == 2) & (df.j == 3), "n_correct"].item() == 5
     assert df["model.positions"].iloc[0] == "abacus" and df["task.train_max_len"].iloc[0] == 5
     assert pd.isna(df["run_id"]).all()
-    assert done_keys(tmp_path) == {("m1", "add", i, j, 10, 0, 1, True, "exact") for i in (1, 2) for j in (1, 3)}
-    assert done_keys(tmp_path / "missing") == set()
-    write_cells(tmp_path, [row(model_id="m2", i=9, j=9)])  # a second part is read too
-    assert len(read_cells(tmp_path)) == 5 and len(done_keys(tmp_path)) == 5
+    assert done_keys(on_disk(tmp_path)) == {("m1", "add", i, j, 10, 0, 1, True, "exact") for i in (1, 2) for j in (1, 3)}
+    assert done_keys(on_disk(tmp_path / "missing")) == set()
+    write_cells(on_disk(tmp_path), [row(model_id="m2", i=9, j=9)])  # a second part is read too
+    assert len(read_cells(on_disk(tmp_path))) == 5 and len(done_keys(on_disk(tmp_path))) == 5
 
 
 def test_version_1_parts_stay_readable_and_say_exact_scoring(tmp_path):
@@ -80,22 +81,22 @@ def test_version_1_parts_stay_readable_and_say_exact_scoring(tmp_path):
         del r["scoring"]
     table = pa.Table.from_pylist([{"schema_version": 1, **r} for r in old])
     assert "scoring" not in table.column_names
-    write_part(tmp_path, table)
-    write_cells(tmp_path, [row(i=2, j=2, scoring="digits")])
-    df = read_cells(tmp_path)
+    write_part(on_disk(tmp_path), table)
+    write_cells(on_disk(tmp_path), [row(i=2, j=2, scoring="digits")])
+    df = read_cells(on_disk(tmp_path))
     assert sorted(zip(df.i, df.j, df.scoring, df.schema_version, strict=True)) == [(1, 1, "exact", 1), (1, 2, "exact", 1),
                                                                       (2, 2, "digits", SCHEMA_VERSION)]
-    assert done_keys(tmp_path) == {("m1", "add", 1, 1, 10, 0, 1, True, "exact"),
+    assert done_keys(on_disk(tmp_path)) == {("m1", "add", 1, 1, 10, 0, 1, True, "exact"),
                                    ("m1", "add", 1, 2, 10, 0, 1, True, "exact"),
                                    ("m1", "add", 2, 2, 10, 0, 1, True, "digits")}
 
 
 def test_parts_are_atomic_and_readers_ignore_temporaries(tmp_path):
-    write_cells(tmp_path, [row()])
+    write_cells(on_disk(tmp_path), [row()])
     # a writer killed mid-write leaves only a temporary, which readers never look at
     (tmp_path / ".tmp-part-dead.parquet").write_bytes(b"PAR1 half a file")
     (tmp_path / "notes.txt").write_text("not a part")
-    assert len(read_cells(tmp_path)) == 1
+    assert len(read_cells(on_disk(tmp_path))) == 1
     assert [f.name for f in tmp_path.iterdir() if f.name.startswith(".tmp")] == [".tmp-part-dead.parquet"]
 
     class Boom(Exception):
@@ -111,7 +112,7 @@ def test_parts_are_atomic_and_readers_ignore_temporaries(tmp_path):
     pq.write_table = failing
     try:
         with pytest.raises(Boom):
-            write_part(tmp_path, table)
+            write_part(on_disk(tmp_path), table)
     finally:
         pq.write_table = real
     parts = sorted(f.name for f in tmp_path.glob("part-*.parquet"))
@@ -120,31 +121,31 @@ def test_parts_are_atomic_and_readers_ignore_temporaries(tmp_path):
 
 
 def test_samples_dataset(tmp_path):
-    assert read_samples(tmp_path).empty
-    write_samples(tmp_path, [{"model_id": "m", "task": "add", "i": 1, "j": 1, "per_cell": 1, "eval_seed": 0,
+    assert read_samples(on_disk(tmp_path)).empty
+    write_samples(on_disk(tmp_path), [{"model_id": "m", "task": "add", "i": 1, "j": 1, "per_cell": 1, "eval_seed": 0,
                               "recurrences": 1, "require_eos": True, "index": 0, "prompt": "1+2=", "target": "3",
                               "prediction": "3", "stopped": True, "correct": True, "first_wrong": -1,
                               "first_correct": True, "engine": "kv"}])
-    s = read_samples(tmp_path)
+    s = read_samples(on_disk(tmp_path))
     assert s["prompt"].tolist() == ["1+2="] and bool(s["correct"].iloc[0])
     assert (tmp_path / "samples").is_dir() and not list(tmp_path.glob("part-*"))  # not mixed with cell rows
 
 
 def test_foreign_or_empty_directories_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "nope")):
-        read_cells(tmp_path / "nope")
+        read_cells(on_disk(tmp_path / "nope"))
     with pytest.raises(ValueError, match=f"^{tmp_path}: holds no abacus-ray results"):
-        read_cells(tmp_path)
+        read_cells(on_disk(tmp_path))
     pq.write_table(pa.table({"x": [1]}), tmp_path / "part-foreign.parquet")
     with pytest.raises(ValueError, match="not an abacus-ray results file"):
-        read_cells(tmp_path)
+        read_cells(on_disk(tmp_path))
 
 
 def test_newer_schema_versions_are_refused(tmp_path):
     table = pa.table({"schema_version": pa.array([SCHEMA_VERSION + 1], pa.int32()), "model_id": ["m"]})
     pq.write_table(table, tmp_path / "part-new.parquet")
     with pytest.raises(ValueError, match="schema_version"):
-        read_cells(tmp_path)
+        read_cells(on_disk(tmp_path))
 
 
 def test_wilson_interval_known_values():

@@ -139,7 +139,7 @@ def checkpoints(tmp_path_factory):
 
 
 def test_evaluate_scores_only_missing_cells(checkpoints, tmp_path):
-    out = tmp_path / "results"
+    out = on_disk(tmp_path / "results")
     cfg = EvalConfig(per_cell=4)
     first = evaluate(checkpoints[:1], parse_cells("1-3x1-3"), cfg, out, progress=False, flush_every_cells=4)
     (mid,) = first.evaluated
@@ -160,19 +160,20 @@ def test_evaluate_scores_only_missing_cells(checkpoints, tmp_path):
 def test_evaluate_writes_samples_and_reproduces_numbers(checkpoints, tmp_path):
     cfg = EvalConfig(per_cell=5, seed=2)
     grid = parse_cells("2-3x2")
-    evaluate(checkpoints[:1], grid, cfg, tmp_path / "a", progress=False, samples=True)
-    evaluate(checkpoints[:1], grid, EvalConfig(per_cell=5, seed=2, engine="naive"), tmp_path / "b", progress=False)
-    a, b = read_cells(tmp_path / "a"), read_cells(tmp_path / "b")
+    at_a, at_b = on_disk(tmp_path / "a"), on_disk(tmp_path / "b")
+    evaluate(checkpoints[:1], grid, cfg, at_a, progress=False, samples=True)
+    evaluate(checkpoints[:1], grid, EvalConfig(per_cell=5, seed=2, engine="naive"), at_b, progress=False)
+    a, b = read_cells(at_a), read_cells(at_b)
     cols = ["i", "j", "n", "n_correct", "n_first_correct"]
     assert a.sort_values(["i", "j"])[cols].values.tolist() == b.sort_values(["i", "j"])[cols].values.tolist()
-    s = read_samples(tmp_path / "a")
+    s = read_samples(at_a)
     assert len(s) == 10 and set(s["engine"]) == {"kv"}
     assert s["prompt"].str.endswith("=").all() and (s["prompt"].str.count(r"\+") == 1).all()
-    assert read_samples(tmp_path / "b").empty
+    assert read_samples(at_b).empty
 
 
 def test_evaluate_refuses_grids_of_another_task(checkpoints, tmp_path):
     from abacus_ray.evaluation.grids import get_grid
 
     with pytest.raises(ValueError, match="^grid: 'paper-sorting'"):
-        evaluate(checkpoints[:1], get_grid("paper-sorting"), EvalConfig(), tmp_path, progress=False)
+        evaluate(checkpoints[:1], get_grid("paper-sorting"), EvalConfig(), on_disk(tmp_path), progress=False)

@@ -14,6 +14,7 @@ from abacus_ray.config import preset
 from abacus_ray.evaluation.results import read_cells
 from abacus_ray.model.positions import OffsetDraw, balanced_offset_weights
 from abacus_ray.seeds import micro_batch_generator
+from abacus_ray.storage import on_disk
 from abacus_ray.sweep import Search, best_point
 from dashboards.site import sweep_page_name
 
@@ -119,7 +120,7 @@ def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
     assert all([s for s in v if s > 0] == [20, 40, 60] for v in steps[list(finished_runs(search))])  # 0: untrained
     assert search["metric"].notna().all() and search["metric"].between(0, 1).all()
     finished = finished_runs(search)
-    cells = read_cells(root / "results")
+    cells = read_cells(on_disk(root / "results"))
     assert set(cells["run_id"]) == finished and len(cells) == 8 * len(finished)
     assert "stopped early by ASHA" in capsys.readouterr().err
     record = pq.read_table(root / "trials.parquet").to_pandas().set_index("run")["status"]

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from faults import finish, kill_driver, start, subprocess_env, uninterrupted_scores, wait_for
 
+from abacus_ray.storage import on_disk
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.cost(59)]
 
 
@@ -99,7 +101,7 @@ def test_killed_sweep_driver_resumes_through_tuner_restore(tmp_path):
     assert {t["status"] for t in after.values()} == {"TERMINATED"}
     for tid in finished:  # not retrained: the same checkpoints, byte for byte, none added
         assert checkpoint_fingerprints(tune_dir / after[tid]["relative_logdir"]) == prints[tid], tid
-    df = read_cells(storage / "fig10_k" / "results")
+    df = read_cells(on_disk(storage / "fig10_k" / "results"))
     assert set(df["trial_id"]) == set(after)
     for tid, fp in prints.items():
         last = fp[max(fp)]

@@ -82,10 +82,10 @@ class ResultsReader(threading.Thread):
 
         from abacus_ray.evaluation.results import KEY, part_files, read_cells
 
-        if not part_files(self.out):
+        if not part_files(on_disk(self.out)):
             return
         try:
-            ours = read_cells(self.out, list(KEY) + ["schema_version"])
+            ours = read_cells(on_disk(self.out), list(KEY) + ["schema_version"])
             plain = pd.read_parquet(self.out, columns=list(KEY))
         except Exception as e:  # noqa: BLE001 - any failure to read is what this reader reports
             self.errors.append(f"{type(e).__name__}: {e}")
@@ -111,12 +111,12 @@ def kill_at_random_point(cmd: list[str], out: Path, seed: int, path: EvalPath, l
 
     rng = random.Random(seed)
     n_wait, delay = rng.randint(*path.parts_before_kill), rng.uniform(0, path.max_delay_s)
-    before = len(part_files(out))
+    before = len(part_files(on_disk(out)))
     reader = ResultsReader(out)
     proc = start(cmd, log, subprocess_env())
     reader.start()
     t0 = time.monotonic()
-    wait_for(lambda: proc.poll() is not None or len(part_files(out)) >= before + n_wait, 300,
+    wait_for(lambda: proc.poll() is not None or len(part_files(on_disk(out))) >= before + n_wait, 300,
              f"{n_wait} new result parts")
     time.sleep(delay)  # the random kill point itself; the synchronisation is the poll above
     finished_first = proc.poll() is not None
@@ -126,12 +126,12 @@ def kill_at_random_point(cmd: list[str], out: Path, seed: int, path: EvalPath, l
     reader.join()
     reader.check()  # at the kill point: the directory reads cleanly, whatever the kill interrupted
     assert not reader.errors, reader.errors[:3]
-    for part in part_files(out):
+    for part in part_files(on_disk(out)):
         pq.read_table(part)  # every part is a whole Parquet file
     others = sorted(p.name for p in out.glob("*") if not p.name.startswith("part-")) if out.exists() else []
     assert all(name.startswith(".tmp-") for name in others), others  # a write cut short stays a hidden temp file
     return {"seed": seed, "after_parts": n_wait, "delay_s": round(delay, 2), "at_s": round(time.monotonic() - t0, 1),
-            "new_parts": len(part_files(out)) - before, "tmp_left": len(others), "reads": reader.reads,
+            "new_parts": len(part_files(on_disk(out))) - before, "tmp_left": len(others), "reads": reader.reads,
             "finished_first": finished_first}
 
 
@@ -150,7 +150,7 @@ def test_killed_grid_evaluation_reruns_to_exactly_every_cell(name, eval_models, 
     log = tmp_path / "rerun.log"
     finish(start(cmd, log, subprocess_env()), log, timeout=300)
     t_rerun = time.monotonic() - t0
-    df = read_cells(out)
+    df = read_cells(on_disk(out))
     models = sorted(json.loads(storage.read_text(latest_checkpoint(on_disk(r)) / "meta.json"))["model_id"]
                     for r in eval_models.iterdir())
     cells = {(c.i, c.j) for c in resolve_grid_names((path.grid,))[0].cells("add")}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from abacus_ray.evaluation.results import read_cells
+from abacus_ray.storage import on_disk
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.ray, pytest.mark.cost(58)]
@@ -37,12 +38,12 @@ def fig10_run(tmp_path_factory, ray_session):
 
 
 def _models(root: Path) -> dict[str, str]:
-    df = read_cells(root / "results")
+    df = read_cells(on_disk(root / "results"))
     return dict(zip(df["run_id"], df["model_id"], strict=False))
 
 
 def test_torch_trainer_trials_train_and_evaluate(fig10_run, ray_local):
-    df = read_cells(fig10_run / "results")
+    df = read_cells(on_disk(fig10_run / "results"))
     assert df["model_id"].nunique() == 2
     assert sorted(df["model.max_k"].unique()) == [1, 12]
     assert len(df) == 2 * 9 and set(df["region"]) == {"id"}
@@ -88,7 +89,7 @@ def test_eval_100plus_only_missing_cells(fig10_run, ray_local, capsys):
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "2 model(s), 6 cells evaluated, 0 already present" in first
-    df = read_cells(fig10_run / "results")
+    df = read_cells(on_disk(fig10_run / "results"))
     plus = df[df["region"] == "ood100plus"]
     assert sorted(plus["i"].unique()) == [101, 102, 103] and len(plus) == 6
     assert main(args) == 0

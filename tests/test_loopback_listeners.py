@@ -15,6 +15,7 @@ import threading
 
 import pytest
 
+from abacus_ray.storage import on_disk
 from benchmarks.census import exposed, is_loopback, listeners
 
 pytestmark = [pytest.mark.ray, pytest.mark.cost(45)]
@@ -88,9 +89,10 @@ def test_ddp_trial_and_grid_evaluation_listen_on_loopback_only(ray_local, tmp_pa
     assert len(finished) == 1
     (source, cfg), = finished
     with Sampler() as during_eval:
-        work = work_items([source], [parse_cells("1-2x1-2")], cfg.eval, tmp_path / "results")
-        evaluate_on_ray(work, cfg.eval, tmp_path / "results", progress=False)
-    assert len(read_cells(tmp_path / "results")) == 4
+        results = on_disk(tmp_path / "results")
+        work = work_items([source], [parse_cells("1-2x1-2")], cfg.eval, results)
+        evaluate_on_ray(work, cfg.eval, results, progress=False)
+    assert len(read_cells(results)) == 4
     assert during_training.all and during_eval.all, "the sampler saw no listener at all"
     assert not during_training.exposed, sorted(map(str, during_training.exposed))
     assert not during_eval.exposed, sorted(map(str, during_eval.exposed))

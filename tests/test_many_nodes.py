@@ -27,6 +27,7 @@ from pace import slowness
 from raycluster import Cluster, Namespace
 
 from abacus_ray.evaluation.results import read_cells
+from abacus_ray.storage import on_disk
 
 pytestmark = [pytest.mark.many_nodes, pytest.mark.ray, pytest.mark.slow, pytest.mark.cost(570)]
 
@@ -80,5 +81,5 @@ def test_24_mixed_trials_keep_8_nodes_busy(cluster, tmp_path):
           f"waiting trial {schedule.longest_room:.1f} s")
     # hand-over, actor exit included: 2.8-8.7 s measured on 2 cores (docs/performance.md, "Many nodes")
     assert schedule.problems(24, table, room_bound_s=15.0 * factor, min_busy=0.85) == []
-    cells = read_cells(tmp_path / "many_nodes" / "results")
+    cells = read_cells(on_disk(tmp_path / "many_nodes" / "results"))
     assert cells["model_id"].nunique() == 24 and len(cells) == 24 * 16

@@ -23,6 +23,7 @@ from pace import slowness
 from raycluster import RAY, final_reports, lab_cluster, new_token
 
 from abacus_ray.evaluation.results import KEY, read_cells
+from abacus_ray.storage import on_disk
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.cost(240)]
 
@@ -125,7 +126,7 @@ def test_mixed_trial_shapes_keep_their_nodes_busy(cluster, tmp_path):
           f"{schedule.lanes()}")
     assert schedule.problems(7, table, room_bound_s=room_bound(schedule), min_busy=0.85,
                              while_waiting=True) == []
-    cells = read_cells(tmp_path / "mixed_shapes" / "results")
+    cells = read_cells(on_disk(tmp_path / "mixed_shapes" / "results"))
     assert cells["model_id"].nunique() == 7 and len(cells) == 7 * 16
 
 
@@ -141,7 +142,7 @@ def test_trials_and_evaluation_pools_are_placed_by_config(cluster, tmp_path):
     assert placed[True] == gpu_node  # the GPU-slot trial's worker: the only node with a GPU and `accel`
     cpu_node, = {n for n, r in records["nodes"].items() if "cpu_pool" in r}
     assert placed[False] == cpu_node  # the CPU trial's worker: on the CPU node, leaving the GPU node's CPUs
-    df = read_cells(tmp_path / "placement" / "results")
+    df = read_cells(on_disk(tmp_path / "placement" / "results"))
     assert df["model_id"].nunique() == 2 and len(df) == 2 * 36 and not df.duplicated(list(KEY)).any()
     pools = {pool: {w.split(":")[2] for w in df["worker"] if w.startswith(pool)} for pool in ("gpu", "cpu")}
     assert pools["gpu"] == {gpu_node[:8]}  # the GPU pool's actor on the GPU node

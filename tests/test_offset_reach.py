@@ -16,6 +16,7 @@ from abacus_ray.evaluation.claims import NOT_SHOWN, SHOWN, judge
 from abacus_ray.evaluation.offset_reach import format_offset_table, offset_table, positions_end
 from abacus_ray.evaluation.regions import region_of
 from abacus_ray.evaluation.results import config_columns, read_cells, write_cells
+from abacus_ray.storage import on_disk
 
 PER_CELL = 300
 
@@ -41,8 +42,8 @@ def _cells(tmp_path, window_k6=(60, 30, 15), k12_window=(20, 10, 5), k12_rest=3)
     k12 = {n: (200 if n < 9 else dict(zip((9, 10, 11), k12_window, strict=True)).get(n, k12_rest if n < 18 else 0))
            for n in lengths}
     # written out of k order: the table sorts by k, not by model id or file order
-    write_cells(tmp_path / "results", _rows(12, k12) + _rows(3, k3) + _rows(6, k6))
-    return read_cells(tmp_path / "results")
+    write_cells(on_disk(tmp_path / "results"), _rows(12, k12) + _rows(3, k3) + _rows(6, k6))
+    return read_cells(on_disk(tmp_path / "results"))
 
 
 def test_rows_are_in_k_order_with_intervals_and_the_trained_positions_end(tmp_path):
@@ -88,7 +89,7 @@ def test_fig10_view_refuses_models_other_than_abacus(tmp_path, capsys):
     rows = _rows(3, {6: 10})
     for r in rows:
         r["model.positions"] = "fire"
-    write_cells(tmp_path / "results", rows)
+    write_cells(on_disk(tmp_path / "results"), rows)
     assert cli_main(["summary", str(tmp_path / "results"), "--fig10"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "compares Abacus offsets only" in err

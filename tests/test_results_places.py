@@ -232,10 +232,10 @@ def test_an_evaluated_block_whose_every_cell_another_writer_wrote_is_dropped_who
     from abacus_ray.evaluation.results import KeyIndex, read_cells_table
 
     synthetic_results(tmp_path / "r", [("s/a", [])], SQUARE, per_cell=20)
-    block = read_cells_table(tmp_path / "r")
-    assert _fresh(block, KeyIndex(tmp_path / "r")).num_rows == 0
+    block = read_cells_table(on_disk(tmp_path / "r"))
+    assert _fresh(block, KeyIndex(on_disk(tmp_path / "r"))).num_rows == 0
     (tmp_path / "other").mkdir()
-    assert _fresh(block, KeyIndex(tmp_path / "other")).num_rows == block.num_rows
+    assert _fresh(block, KeyIndex(on_disk(tmp_path / "other"))).num_rows == block.num_rows
 
 
 @pytest.mark.parametrize("kind", ["garbage", "sparse", "fifo", "foreign", "outside"])

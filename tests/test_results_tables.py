@@ -19,6 +19,7 @@ from abacus_ray.evaluation.results import (
     write_part,
     write_samples,
 )
+from abacus_ray.storage import on_disk
 from tests.test_eval_results import row
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "results-schema.md"
@@ -39,12 +40,12 @@ def results(request, tmp_path):
     """A v1 part (no columns of version 2) and a v2 part, named so either sorts first, and samples."""
     old = rows_table([row(i=1, j=j) for j in (1, 2)]).drop_columns(ADDED)
     old = old.set_column(0, "schema_version", pa.array([1, 1], pa.int32()))
-    write_part(tmp_path, old)
-    write_cells(tmp_path, [row(i=2, j=2, scoring="digits", n_carry_errors=3)])
+    write_part(on_disk(tmp_path), old)
+    write_cells(on_disk(tmp_path), [row(i=2, j=2, scoring="digits", n_carry_errors=3)])
     parts = sorted(tmp_path.glob("part-*.parquet"), key=lambda p: pa.parquet.read_schema(p).names.count("scoring"))
     for n, p in enumerate(parts if request.param == "old first" else parts[::-1]):
         p.rename(tmp_path / f"part-{n}.parquet")
-    write_samples(tmp_path, [{"model_id": "m1", "task": "add", "i": 1, "j": 1, "per_cell": 10, "eval_seed": 0,
+    write_samples(on_disk(tmp_path), [{"model_id": "m1", "task": "add", "i": 1, "j": 1, "per_cell": 10, "eval_seed": 0,
                               "recurrences": 1, "require_eos": True, "scoring": "exact", "index": 0, "prompt": "1+2=",
                               "target": "3", "prediction": "3", "stopped": True, "correct": True, "first_wrong": -1,
                               "first_correct": True, "engine": "kv"}])

@@ -27,6 +27,7 @@ from pace import deadline, wait_for
 from raycluster import RAY, ROOT, Cluster, kill_tree, network_only_cluster
 
 from abacus_ray.evaluation.results import read_cells
+from abacus_ray.storage import on_disk
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ray, pytest.mark.slow]
 
@@ -289,7 +290,7 @@ def test_worker_node_lost_with_a_shared_directory_storage(lab, clean, tmp_path):
         finally:
             if job.poll() is None:
                 kill_tree(job)
-        df = read_cells(shared / "fig10_k" / "results")
+        df = read_cells(on_disk(shared / "fig10_k" / "results"))
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     assert len(df) == CELLS and not df.duplicated(KEY).any()

@@ -20,7 +20,7 @@ from s3server import s3_fixture  # noqa: F401
 
 from abacus_ray import storage
 from abacus_ray.evaluation.results import KEY, part_files, read_cells
-from abacus_ray.storage import StorageError
+from abacus_ray.storage import StorageError, on_disk
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -156,7 +156,7 @@ def _eval(ckpt: Path, out: str, *extra: str) -> subprocess.Popen:
 def _raw_keys(out) -> Counter:
     """Every key of every part, duplicates counted: what the storage itself holds."""
     keys: Counter = Counter()
-    for f in part_files(out):
+    for f in part_files(storage.resolve(out)):
         t = pq.read_table(pa.BufferReader(storage.read_bytes(f)), columns=list(KEY))
         keys.update(zip(*(t.column(k).to_pylist() for k in KEY), strict=True))
     return keys
@@ -170,7 +170,7 @@ def test_two_concurrent_evals_leave_each_key_once(where, ckpt, tmp_path, request
     procs = [_eval(ckpt, out), _eval(ckpt, out)]
     results = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], results
-    cells = read_cells(out)
+    cells = read_cells(storage.resolve(out))
     assert len(cells) == 36 and not cells.duplicated(list(KEY)).any()
     raw = _raw_keys(out)
     assert set(raw) == {tuple(r) for r in cells[list(KEY)].itertuples(index=False)}
@@ -186,7 +186,7 @@ def test_corrupt_part_is_named_skipped_and_reevaluated(ckpt, tmp_path):
     out = tmp_path / "res"
     proc = _eval(ckpt, str(out))
     assert proc.communicate(timeout=300) and proc.returncode == 0
-    parts = part_files(out)
+    parts = part_files(on_disk(out))
     assert len(parts) >= 3
     bad = parts[1]
     lost = len(pq.read_table(bad))
@@ -197,7 +197,7 @@ def test_corrupt_part_is_named_skipped_and_reevaluated(ckpt, tmp_path):
     proc = _eval(ckpt, str(out))
     stdout, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0 and f"evaluated {lost} cells ({36 - lost} already present)" in stdout, stdout
-    assert len(read_cells(out)) == 36
+    assert len(read_cells(on_disk(out))) == 36
 
 
 def test_gcs_uris_resolve_without_network():

@@ -173,7 +173,7 @@ def test_places_are_resolved_once_and_storage_takes_the_location():
 
 
 # the checkpoint and results layers: resolved places in, never a union converted again inside
-LOCATION_TAKERS = ("abacus_ray/model/checkpoint.py",)
+LOCATION_TAKERS = ("abacus_ray/model/checkpoint.py", "abacus_ray/evaluation/results.py")
 
 
 def _union_params(source: str) -> list[str]:

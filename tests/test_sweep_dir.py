@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from abacus_ray import storage
 from abacus_ray.cli.dashboard import default_out
 from abacus_ray.evaluation.places import evaluation_places
+from abacus_ray.storage import on_disk
 from abacus_ray.sweep_dir import SweepDir
 from dashboards.build import build_site
 from dashboards.sample import synthetic_results
@@ -70,10 +71,10 @@ def test_an_older_sweeps_timeline_is_still_read(tmp_path):
     assert Path(dirs.timeline_to_read()) == tmp_path / "s" / "timeline.parquet"  # neither there
     pq.write_table(_timeline_table(), tmp_path / "s" / "cluster.parquet")  # what older sweeps wrote
     assert Path(dirs.timeline_to_read()) == tmp_path / "s" / "cluster.parquet"
-    view = _timeline_view(build_site(tmp_path / "s", tmp_path / "site").parent)
+    view = _timeline_view(build_site(on_disk(tmp_path / "s"), tmp_path / "site").parent)
     assert view is not None and len(view["traces"]) == 1
     newer = _timeline_table().set_column(0, "run", pa.array(["s/b"]))
     pq.write_table(newer, tmp_path / "s" / "timeline.parquet")  # the new name wins over the old
     assert Path(dirs.timeline_to_read()) == tmp_path / "s" / "timeline.parquet"
-    view = _timeline_view(build_site(tmp_path / "s", tmp_path / "site").parent)
+    view = _timeline_view(build_site(on_disk(tmp_path / "s"), tmp_path / "site").parent)
     assert view is not None and "b: " in json.dumps(view)

@@ -16,6 +16,7 @@ import pytest
 from abacus_ray.cli import main
 from abacus_ray.cli.sweep import load_sweep
 from abacus_ray.evaluation.results import config_columns, read_cells
+from abacus_ray.storage import on_disk
 
 pytestmark = [pytest.mark.ray, pytest.mark.cost(102)]
 
@@ -36,7 +37,7 @@ def test_sweep_runs_tiny_and_writes_swept_columns(name, tmp_path, ray_local):
     sweep = load_sweep(name)
     overrides = {"train.max_steps": "8", "eval.per_cell": "2", "cluster.trainer": "function"}
     trials = sweep.expand("tiny", seeds=1, overrides=overrides, grids=("cells:1-2x1-2",))[:1]
-    df = read_cells(tmp_path / sweep.name / "results")
+    df = read_cells(on_disk(tmp_path / sweep.name / "results"))
     assert df["model_id"].nunique() == len(trials)
     assert set(df["run_id"]) == {t.name for t in trials}
     recurrences = sweep.eval_recurrences_for("tiny") or (None,)

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from abacus_ray import storage
+from abacus_ray.storage import on_disk
 from dashboards.sample import synthetic_results
 
 SQUARE = [(i, j) for i in range(1, 4) for j in range(1, 4)]
@@ -61,7 +62,7 @@ def test_evaluation_logs_means_and_the_trials_cells_as_an_artifact(tmp_path):
     finished = [(Source("/ckpt/a", run_id="fig10_k/a"), preset("tiny")), (Source("/ckpt/b", run_id="fig10_k/b"),
                                                                            preset("tiny"))]
     assert log_evaluation(root, "fig10_k", finished, storage.on_disk(root / "results")) == 2
-    cells = read_cells(root / "results")
+    cells = read_cells(on_disk(root / "results"))
     for name, run_id in runs.items():
         run = client.get_run(run_id)
         mine = cells[cells["run_id"] == name]

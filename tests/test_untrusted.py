@@ -255,9 +255,9 @@ def test_a_pickled_arrow_extension_type_in_results_is_not_unpickled(tmp_path, ck
                                                   b"ARROW:extension:metadata": pickle.dumps(SystemPayload(marker))})
     table = table.append_column(evil, pa.array([1] * table.num_rows, pa.int64()))
     part.unlink()
-    write_part(results, table)
+    write_part(on_disk(results), table)
     try:
-        read_cells(results)
+        read_cells(on_disk(results))
         for argv in (["summary", str(results)], ["dashboard", str(results), "--out", str(tmp_path / "site")]):
             assert cli_main(argv) in (0, 2)
     except ValueError:
@@ -313,7 +313,7 @@ def _rewrite(results: Path, strings: dict[str, str]) -> None:
                 new = [value] * len(old)
             table = table.set_column(table.schema.get_field_index(column), column, pa.array(new, pa.string()))
         part.unlink()
-        write_part(results, table)
+        write_part(on_disk(results), table)
 
 
 def _results_tree(root: Path, r) -> Path:
@@ -366,8 +366,8 @@ def test_dashboards_escape_every_user_supplied_string(tmp_path):
     from dashboards.build import STATIC, build_site
 
     benign = {atom: f"benign{k}" for k, atom in enumerate(ATOMS)}
-    hostile_site = build_site(_results_tree(tmp_path / "hostile", lambda a: a), tmp_path / "site-h").parent
-    benign_site = build_site(_results_tree(tmp_path / "benign", benign.get), tmp_path / "site-b").parent
+    hostile_site = build_site(on_disk(_results_tree(tmp_path / "hostile", lambda a: a)), tmp_path / "site-h").parent
+    benign_site = build_site(on_disk(_results_tree(tmp_path / "benign", benign.get)), tmp_path / "site-b").parent
 
     def structure(site: Path) -> list[str]:  # tag + attribute names of every element, page by page
         return sorted(repr(sorted(audit(p).tags.items())) for p in site.glob("*.html"))
@@ -418,7 +418,7 @@ def test_hostile_strings_stay_text_in_a_browser(tmp_path):
     from dashboards.build import build_site
     from dashboards.site import sweep_page_name
 
-    site = build_site(_results_tree(tmp_path / "hostile", lambda a: a), tmp_path / "site").parent
+    site = build_site(on_disk(_results_tree(tmp_path / "hostile", lambda a: a)), tmp_path / "site").parent
     page_path = site / sweep_page_name(HOSTILE["attr"])
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -42,7 +42,6 @@ import types
 import typing
 import uuid
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -227,12 +226,6 @@ def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _loc(place: Path | Location) -> Location:
-    """A results file or directory as a `Location`: one resolved already, or a `Path` on this
-    machine's disk (a URI is resolved once, where it enters: `storage.resolve`)."""
-    return place if isinstance(place, Location) else storage.on_disk(place)
-
-
 def write_table(loc: Location, table: pa.Table) -> Location:
     """Write `table` to `loc` atomically (`storage.write_parquet`)."""
     return storage.write_parquet(loc, table)
@@ -249,9 +242,9 @@ def part_name(table: pa.Table) -> str:
     return f"part-{hashlib.sha256(repr(keys).encode()).hexdigest()[:32]}.parquet"
 
 
-def write_part(directory: Path | Location, table: pa.Table) -> Location:
+def write_part(directory: Location, table: pa.Table) -> Location:
     """Write `table` as a new part of `directory` atomically, named after its keys (`part_name`)."""
-    return write_table(_loc(directory) / part_name(table), table)
+    return write_table(directory / part_name(table), table)
 
 
 def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
@@ -259,7 +252,7 @@ def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
     return _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], cell_schema())
 
 
-def write_cells(directory: Path | Location,
+def write_cells(directory: Location,
                 rows: Sequence[dict[str, Any]]) -> Location | None:
     """Flush cell rows as one part (nothing written for no rows)."""
     if not rows:
@@ -267,12 +260,12 @@ def write_cells(directory: Path | Location,
     return write_part(directory, rows_table(rows))
 
 
-def write_samples(directory: Path | Location,
+def write_samples(directory: Location,
                   rows: Sequence[dict[str, Any]]) -> Location | None:
     if not rows:
         return None
     table = _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], SAMPLE_SCHEMA)
-    return write_part(_loc(directory) / SAMPLES_DIR, table)
+    return write_part(directory / SAMPLES_DIR, table)
 
 
 
@@ -285,9 +278,9 @@ def write_problems(results: Location, rows: Sequence[dict[str, Any]]):
 
 # --- reading --------------------------------------------------------------------------------------
 
-def part_files(directory: Path | Location) -> list[Location]:
+def part_files(directory: Location) -> list[Location]:
     """The `part-*.parquet` entries of a results directory, in name order (one listing)."""
-    return storage.glob(_loc(directory), PART_GLOB)
+    return storage.glob(directory, PART_GLOB)
 
 
 def _check_dir(loc: Location) -> list[Location]:
@@ -386,28 +379,27 @@ def _with_added_keys(t: pa.Table, columns: Sequence[str] | None) -> pa.Table:
     return t
 
 
-def read_cells_table(directory: Path | Location,
+def read_cells_table(directory: Location,
                      columns: Sequence[str] | None = None) -> pa.Table:
     """All cell rows of a results directory, one per key (raises naming the directory if it holds
     none)."""
-    loc = _loc(directory)
-    files = _check_dir(loc)
+    files = _check_dir(directory)
     if not files:
-        raise ValueError(f"{loc}: holds no abacus-ray results ({PART_GLOB} files); "
-                         f"run `abacus-ray eval CHECKPOINT --out {loc}` first")
+        raise ValueError(f"{directory}: holds no abacus-ray results ({PART_GLOB} files); "
+                         f"run `abacus-ray eval CHECKPOINT --out {directory}` first")
     wanted = None if columns is None else list(dict.fromkeys([*columns, *KEY]))
-    t = first_per_key(_read_parts(files, wanted, str(loc), REQUIRED))
+    t = first_per_key(_read_parts(files, wanted, str(directory), REQUIRED))
     return t if columns is None else t.select([c for c in columns if c in t.column_names])
 
 
-def read_cells(directory: Path | Location, columns: Sequence[str] | None = None):
+def read_cells(directory: Location, columns: Sequence[str] | None = None):
     """All cell rows as a pandas DataFrame."""
     return read_cells_table(directory, columns).to_pandas()
 
 
-def read_samples(directory: Path | Location):
+def read_samples(directory: Location):
     """All per-problem rows as a pandas DataFrame (empty if none were written)."""
-    loc = _loc(directory) / SAMPLES_DIR
+    loc = directory / SAMPLES_DIR
     files = part_files(loc)
     if not files:
         return SAMPLE_SCHEMA.empty_table().to_pandas()
@@ -416,9 +408,9 @@ def read_samples(directory: Path | Location):
 
 
 
-def read_problems(directory: Path | Location):
+def read_problems(directory: Location):
     """All problem-file rows of a results directory as a pandas DataFrame (empty if none)."""
-    files = part_files(_loc(directory) / PROBLEMS_DIR)
+    files = part_files(directory / PROBLEMS_DIR)
     if not files:
         return PROBLEM_SCHEMA.empty_table().to_pandas()
     return pa.concat_tables([storage.read_parquet(f) for f in files],
@@ -429,8 +421,8 @@ class KeyIndex:
     seen before: one listing per `refresh`, one read per new part. A writer refreshes before each
     write and drops rows whose key appeared since (another writer's)."""
 
-    def __init__(self, directory: Path | Location) -> None:
-        self.loc = _loc(directory)
+    def __init__(self, directory: Location) -> None:
+        self.loc = directory
         self.keys: set[tuple] = set()
         self.seen: set[str] = set()
 
@@ -457,7 +449,7 @@ class KeyIndex:
         return [r for r in rows if key_of(r) not in have]
 
 
-def done_keys(directory: Path | Location) -> set[tuple]:
+def done_keys(directory: Location) -> set[tuple]:
     """Keys (`KEY`) of every cell already in the directory; empty if it does not exist yet."""
     return set(KeyIndex(directory).refresh())
 

@@ -136,7 +136,7 @@ def default_device() -> torch.device:
 
 
 def evaluate(checkpoints: Sequence[Location], grids: Grid | Sequence[Grid], eval_cfg: EvalConfig,
-             out_dir: Path | Location, *, device: str | torch.device | None = None,
+             out_dir: Location, *, device: str | torch.device | None = None,
              samples: bool = False, progress: bool = True, run_id: str | None = None,
              trial_id: str | None = None, flush_every_s: float = 10.0,
              flush_every_cells: int = 200, stream: TextIO | None = None) -> EvalReport:

@@ -176,7 +176,8 @@ x10() {
     $PY -c "
 from abacus_ray.evaluation.aggregate import with_intervals
 from abacus_ray.evaluation.results import read_cells
-c = with_intervals(read_cells('$d/results')).sort_values(['i', 'j'])
+from abacus_ray.storage import resolve
+c = with_intervals(read_cells(resolve('$d/results'))).sort_values(['i', 'j'])
 for r in c.itertuples():  # every cell: accuracy and its Wilson 95 % interval
     print(f'{r.i:>4} {r.j:>4} {100 * r.accuracy:6.1f} [{100 * r.acc_lo:5.1f}, {100 * r.acc_hi:5.1f}] n={r.n}')
 " > "$d/cells.txt" 2>&1
