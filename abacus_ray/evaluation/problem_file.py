@@ -34,7 +34,6 @@ from abacus_ray.config import EvalConfig, ExperimentConfig
 from abacus_ray.evaluation.engine import prepare_cell, run_cells
 from abacus_ray.evaluation.errors import cell_errors
 from abacus_ray.evaluation.grids import Cell
-from abacus_ray.evaluation.regions import region_of
 from abacus_ray.evaluation.results import (
     PROBLEMS_DIR,
     config_columns,
@@ -42,7 +41,7 @@ from abacus_ray.evaluation.results import (
     write_cells,
     write_problems,
 )
-from abacus_ray.evaluation.runner import default_device
+from abacus_ray.evaluation.runner import cell_columns, default_device
 from abacus_ray.evaluation.work import check_capacity, settings_for
 from abacus_ray.model.checkpoint import (
     META_FILE,
@@ -243,13 +242,7 @@ def score_problem_set(checkpoint, problems: ProblemSet, eval_cfg: EvalConfig, *,
             errors = cell_errors(o)
             # none generated: never a grid key
             key = s.key_columns(checkpoint.model_id, o.cell) | {"per_cell": 0}
-            cell_rows.append(base | key | errors.columns() | {
-                "region": region_of(o.cell.task, o.cell.i, o.cell.j, cfg.task.train_max_len,
-                                    cfg.task.train_max_array),
-                "n_train": cfg.task.train_max_len, "n": o.n, "n_correct": o.n_correct,
-                "accuracy": o.n_correct / o.n, "n_first_correct": sum(o.first_correct),
-                "engine": o.engine, "precision": s.precision, "seconds": o.seconds,
-                "evaluated_at": now})
+            cell_rows.append(base | key | cell_columns(o, errors, cfg, s.precision, now))
             for r, fp in enumerate(groups[o.cell]):
                 problem_rows.append({
                     "model_id": checkpoint.model_id, "name": cfg.name, "run_id": run_id,

@@ -102,13 +102,7 @@ def score_cells(checkpoint: Checkpoint, cells: Sequence[Cell], eval_cfg: EvalCon
         for o in outcomes:
             key_cols = s.key_columns(checkpoint.model_id, o.cell)
             errors = cell_errors(o)
-            rows.append(base | key_cols | errors.columns() | {
-                "region": region_of(o.cell.task, o.cell.i, o.cell.j, cfg.task.train_max_len,
-                                    cfg.task.train_max_array),
-                "n_train": cfg.task.train_max_len, "n": o.n, "n_correct": o.n_correct,
-                "accuracy": o.n_correct / o.n, "n_first_correct": sum(o.first_correct),
-                "engine": o.engine, "precision": s.precision, "seconds": o.seconds,
-                "evaluated_at": now})
+            rows.append(base | key_cols | cell_columns(o, errors, cfg, s.precision, now))
             if samples:
                 p = o.prepared
                 for r in range(o.n):
@@ -129,6 +123,16 @@ class EvalReport:
     skipped: dict[str, int] = field(default_factory=dict)  # model_id -> cells already present
     parts: list[Path] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def cell_columns(o, errors, cfg: ExperimentConfig, precision: str, now: str) -> dict[str, Any]:
+    """A scored cell's result columns beside its key: region, counts, accuracy, errors, timing."""
+    return errors.columns() | {
+        "region": region_of(o.cell.task, o.cell.i, o.cell.j, cfg.task.train_max_len,
+                            cfg.task.train_max_array),
+        "n_train": cfg.task.train_max_len, "n": o.n, "n_correct": o.n_correct,
+        "accuracy": o.n_correct / o.n, "n_first_correct": sum(o.first_correct),
+        "engine": o.engine, "precision": precision, "seconds": o.seconds, "evaluated_at": now}
 
 
 def default_device() -> torch.device:
