@@ -20,6 +20,7 @@ import pytest
 
 from abacus_ray import storage
 from abacus_ray.storage import on_disk
+from abacus_ray.sweep_dir import SweepDir
 from dashboards.sample import synthetic_results
 
 SQUARE = [(i, j) for i in range(1, 4) for j in range(1, 4)]
@@ -108,15 +109,15 @@ def _check_statuses(root: Path, want: dict[str, str], scored: str) -> None:
     from abacus_ray.cli.eval_all import sweep_models
     from abacus_ray.trial_status import parse_include
 
-    record = pq.read_table(root / "trials.parquet").to_pylist()
+    record = pq.read_table(root / SweepDir.TRIALS).to_pylist()
     assert {r["run"]: r["status"] for r in record} == want
-    timeline = {r["run"]: r["status"] for r in pq.read_table(root / "cluster.parquet").to_pylist()}
+    timeline = {r["run"]: r["status"] for r in pq.read_table(root / SweepDir.TIMELINE).to_pylist()}
     assert {k: v for k, v in want.items() if k in timeline} == timeline
     assert "diverged" in timeline.values()
     # what the sweep scored
-    assert sweep_models(storage.resolve(root), parse_include(None)) == [Path(scored)]
+    assert sweep_models(storage.resolve(root), parse_include(None)) == [on_disk(Path(scored))]
     more = sweep_models(storage.resolve(root), parse_include("stopped,diverged,error"))
-    assert Path(scored) in more and all(p.is_dir() for p in more)
+    assert on_disk(Path(scored)) in more and all(storage.is_dir(m) for m in more)
 
 
 class TrialKiller(threading.Thread):

@@ -351,7 +351,7 @@ def _read_parts(files: Iterable[Location], columns: Sequence[str] | None, where:
         try:
             tables.append(_read_one(f, columns, where, required))
         # garbage bytes, truncated, a directory named part-*.parquet
-        except (pa.ArrowException, OSError) as e:
+        except (pa.ArrowException, OSError, storage.NotParquetError) as e:
             broken.append((f, " ".join(str(e).split())[:200]))
     if broken and not tables and not known_good:
         f, reason = broken[0]

@@ -57,6 +57,7 @@ from abacus_ray.storage.dirs import (
 )
 from abacus_ray.storage.files import (
     MAX_TEXT_BYTES,
+    NotParquetError,
     check_parquet_file,
     check_regular_file,
     copy_file,
@@ -96,6 +97,7 @@ from abacus_ray.storage.probe import check_local_dir, check_location, probe
 __all__ = [
     "MAX_TEXT_BYTES",
     "Location",
+    "NotParquetError",
     "StorageError",
     "build_aside",
     "check_local_dir",

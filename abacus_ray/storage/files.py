@@ -264,6 +264,11 @@ def copy_file(source: Location, target: Location) -> Location:
     return write_bytes(target, read_bytes(source))
 
 
+class NotParquetError(StorageError):
+    """A regular file of a bounded size that is not Parquet (truncated, or garbage): a results
+    reader may skip it as unreadable, where a special or oversized file is refused."""
+
+
 def check_parquet_file(loc: Location) -> int:
     """`check_regular_file`, and on a local disk the Parquet magic number at both ends (two 4-byte
     reads), so that a sparse multi-GB file under a part's name is refused before it is read."""
@@ -274,8 +279,8 @@ def check_parquet_file(loc: Location) -> int:
             fh.seek(max(size - 4, 0))
             tail = fh.read(4)
         if size < 12 or head != b"PAR1" or tail != b"PAR1":
-            raise StorageError(f"{loc.uri}: not a Parquet file ({size:,} bytes without its PAR1 "
-                               "magic number at both ends); not read")
+            raise NotParquetError(f"{loc.uri}: not a Parquet file ({size:,} bytes without its "
+                                  "PAR1 magic number at both ends); not read")
     return size
 
 
