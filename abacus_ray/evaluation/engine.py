@@ -23,6 +23,7 @@ compares; a correctly hinted answer (2 d + 1 tokens) fits.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -206,13 +207,16 @@ class _Verdicts:
                 for c, p in enumerate(self.prepared)]
 
 
+def _row_length(prepared: Sequence[PreparedCell], c: int, r: int) -> int:
+    """Row `r` of cell `c` teacher-forced: its prompt, answer and EOS."""
+    return len(prepared[c].prompts[r]) + len(prepared[c].targets[r])
+
+
 def teacher_batches(prepared: Sequence[PreparedCell],
                     budget: int) -> Iterator[tuple[list[tuple[int, int]], int]]:
     """(Rows (cell, row), padded length) of the teacher-forced batches: every row padded to its own
     cell's longest prompt + answer + EOS, rows of one padded length chunked by `budget` tokens."""
-    def length(c: int, r: int) -> int:
-        return len(prepared[c].prompts[r]) + len(prepared[c].targets[r])
-
+    length = functools.partial(_row_length, prepared)
     groups: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for c, cell in enumerate(prepared):
         groups[max(length(c, r) for r in range(cell.n))].extend((c, r) for r in range(cell.n))
@@ -224,9 +228,7 @@ def teacher_batches(prepared: Sequence[PreparedCell],
 def _score_teacher(model, prepared, noises, out: _Verdicts, *, budget, recurrences, require_eos,
                    device) -> None:
     """Rows of all cells in batches of one padded length each (`teacher_batches`)."""
-    def length(c: int, r: int) -> int:
-        return len(prepared[c].prompts[r]) + len(prepared[c].targets[r])
-
+    length = functools.partial(_row_length, prepared)
     for chunk, s in teacher_batches(prepared, budget):
         t0 = time.perf_counter()
         ids = torch.full((len(chunk), s), PAD, dtype=torch.long)
