@@ -21,7 +21,7 @@ FIGURES := fig3_embeddings fig4_depth_recurrence fig5_add_sub fig6_multiplicatio
            fig18_effective_depth fig19_injection_throttle fig20_random_padding fig21_index_hints \
            table1_sorting table2_sorting_arch extrapolation_10x
 
-.PHONY: install test test-cluster test-many-nodes test-fast demo lint bench soak suite-cpu clean eval-100plus dashboards browser-deps $(FIGURES) \
+.PHONY: install test test-cluster test-many-nodes test-fast demo lint bench soak suite-cpu clean eval-100plus dashboards browser-deps reproduce $(FIGURES) \
         fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 fig15 fig16 fig18 fig19 fig20 fig21 table1 table2 x10
 
 install: $(STAMP)
@@ -75,6 +75,13 @@ demo: install
 	@echo "dashboard: $(DEMO)/fig10_k/dashboard/index.html"
 	@echo "Fig. 10 (tiny): Abacus 2 x 1 models on 1-5-digit addition, one per offset k; rates over 300 problems per cell"
 	@$(BIN)/abacus-ray summary $(DEMO)/fig10_k/results --fig10
+
+# The paper at CPU scale: every figure and table sweep at its tiny settings, one after another on an
+# embedded local Ray, then one verdict per sweep (`abacus-ray reproduce`; the same command resumes).
+# REPRO=dir chooses where; FLAGS adds its flags, e.g. FLAGS="--only fig3_embeddings,fig4_depth_recurrence".
+REPRO ?= results/reproduce
+reproduce: install
+	$(BIN)/abacus-ray reproduce --storage $(REPRO) $(FLAGS)
 
 # Every checkpoint under RESULTS on the 101-160 diagonal; only missing cells are evaluated.
 eval-100plus: install

@@ -1,9 +1,9 @@
 """`abacus-ray` command line: argparse subcommands, one module each under `abacus_ray/cli/`.
 
 The one entry point: `describe`, `train`, `eval`, `eval-all`, `import-official`, `sweep`, `plan`,
-`summary`, `dashboard`; the `make` targets call it, and the sweep scripts (`python sweeps/NAME.py`)
-run their sweep through `cli.sweep.main` under the same error path (`guarded`), so every command
-shares one parser class and one error contract.
+`summary`, `dashboard`, `reproduce`; the `make` targets call it, and the sweep scripts
+(`python sweeps/NAME.py`) run their sweep through `cli.sweep.main` under the same error path
+(`guarded`), so every command shares one parser class and one error contract.
 
 Every subcommand module exposes `register(subparsers)`, which adds its parser and sets
 `func=handler`. Bad input (a `ValueError` from config validation, a missing file) is printed as one
@@ -27,7 +27,7 @@ from abacus_ray.storage import check_local_dir
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
 COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary",
-            "dashboard")
+            "dashboard", "reproduce")
 
 
 class CLIError(ValueError):

@@ -18,7 +18,7 @@ SWEEP = Sweep(
     + [{"task.train_max_len": 40, "model.max_k": k} for k in (125, 150, 175)],
     seeds=3,
     grids=("diagonal:1-220",),
-    tiny=Scale(overrides={"model.layers": 2, "model.recurrences": 1},
+    tiny=Scale(overrides={"train.max_steps": 1500, "model.layers": 2, "model.recurrences": 1},
                variants=[{"task.train_max_len": 5, "model.max_k": k} for k in (8, 10, 12)]
                + [{"task.train_max_len": 8, "model.max_k": k} for k in (13, 16, 19)],
                seeds=1, grids=("diagonal:1-40",)),

@@ -26,7 +26,7 @@ SWEEP = Sweep(
     grids=("diagonal:100",),
     eval_recurrences=tuple(range(1, 17)),
     tiny=Scale(
-        overrides={"task.train_max_len": 5, **looped(1, 4)},
+        overrides={"train.max_steps": 1500, "task.train_max_len": 5, **looped(1, 4)},
         grids=("diagonal:12",),
         eval_recurrences=(1, 2, 3, 4),
     ),

@@ -19,7 +19,13 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-addition",),
     tiny=Scale(
-        overrides={"task.train_max_len": 5}, variants=TINY_ARCHS, seeds=1, grids=("tiny-addition",)
+        overrides={
+            "train.max_steps": 1500,
+            "task.train_max_len": 5,
+        },
+        variants=TINY_ARCHS,
+        seeds=1,
+        grids=("tiny-addition",),
     ),
 )
 

@@ -21,7 +21,7 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-addition",),
     tiny=Scale(
-        overrides={"task.train_max_len": 5},
+        overrides={"train.max_steps": 1500, "task.train_max_len": 5},
         variants=[
             looped(2, 2, "first"),
             looped(1, 4, "first"),

@@ -23,7 +23,12 @@ SWEEP = Sweep(
     seeds=3,
     grids=("diagonal:1-120",),
     tiny=Scale(
-        overrides={"task.train_max_len": 5, "model.layers": 2, "model.recurrences": 1},
+        overrides={
+            "train.max_steps": 1500,
+            "task.train_max_len": 5,
+            "model.layers": 2,
+            "model.recurrences": 1,
+        },
         seeds=1,
         grids=("diagonal:1-20",),
     ),

@@ -35,7 +35,12 @@ SWEEP = Sweep(
         overrides={"cluster.workers": 8, "cluster.use_gpu": True, "train.budget_a4000_hours": 192.0}
     ),
     tiny=Scale(
-        overrides={"task.train_max_len": 3, "model.layers": 2, "model.recurrences": 1},
+        overrides={
+            "train.max_steps": 1500,
+            "task.train_max_len": 3,
+            "model.layers": 2,
+            "model.recurrences": 1,
+        },
         variants=[{"model.positions": p} for p in ("abacus", "abacus+fire", "fire")],
         seeds=1,
         grids=("cells:1-6x1-6",),

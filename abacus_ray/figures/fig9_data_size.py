@@ -19,6 +19,7 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-addition",),
     tiny=Scale(
+        overrides={"train.max_steps": 1500},
         variants=TINY_ARCHS,
         axes={"task.train_max_len": [3, 5, 8], "model.positions": ["abacus"]},
         seeds=1,

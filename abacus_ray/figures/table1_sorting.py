@@ -27,6 +27,7 @@ SWEEP = Sweep(
     grids=("paper-sorting",),
     tiny=Scale(
         overrides={
+            "train.max_steps": 1500,
             "task.train_max_len": 3,
             "task.train_max_array": 3,
             "train.micro_batch": 64,

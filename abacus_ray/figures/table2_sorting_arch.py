@@ -25,7 +25,12 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-sorting",),
     tiny=Scale(
-        overrides={"task.train_max_len": 3, "task.train_max_array": 3, "train.micro_batch": 64},
+        overrides={
+            "train.max_steps": 1500,
+            "task.train_max_len": 3,
+            "task.train_max_array": 3,
+            "train.micro_batch": 64,
+        },
         variants=[standard(2), standard_ii(2), looped(1, 2)],
         seeds=1,
         grids=("cells:1-6x1-6",),
