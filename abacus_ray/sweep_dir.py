@@ -18,11 +18,14 @@ the MLflow store (`mlflow.db`, its artifacts in `mlartifacts/`) and the dashboar
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from abacus_ray import storage
+from abacus_ray.config.identity import sweep_change
 from abacus_ray.storage import Location
 
 
@@ -71,6 +74,25 @@ class SweepDir:
     @property
     def spec(self) -> Location:
         return self.root / self.SPEC
+
+    @staticmethod
+    def record_of(preset_name: str, configs: Sequence[Any]) -> dict[str, Any]:
+        """What `sweep.json` holds: the preset and every trial's resolved config."""
+        return {"preset": preset_name, "trials": [cfg.to_dict() for cfg in configs]}
+
+    def check_same(self, record: dict[str, Any], *, write: bool = True) -> None:
+        """Refuse a `--storage` whose `sweep.json` records another sweep (what counts:
+        `config.identity`); `write`: record this one where none is (atomic: a rename or one PUT).
+        The command line checks before Ray starts, the driver again once the cluster has decided
+        what was left automatic."""
+        if storage.exists(self.spec):
+            change = sweep_change(json.loads(storage.read_text(self.spec)), record)
+            if change is not None:
+                raise ValueError(f"--storage: {self.root} holds a different sweep: {change}; "
+                                 "to start this one, give another --storage (or delete that "
+                                 "directory)")
+        elif write:
+            storage.write_text(self.spec, json.dumps(record, indent=2, sort_keys=True))
 
     @property
     def recorded(self) -> bool:

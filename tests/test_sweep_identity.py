@@ -1,17 +1,19 @@
 """A sweep started by an earlier version resumes when what changed does not change what is trained,
 and a sweep that did change is refused naming the field, old -> new, and how to proceed
-(`abacus_ray/config/identity.py`, checked by the sweep driver against `sweep.json`; no Ray
-started)."""
+(`abacus_ray/config/identity.py`, checked against `sweep.json` by the command line before Ray
+starts and by the driver; no Ray started here)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import ray
 
 from abacus_ray import storage
-from abacus_ray.cluster.driver import _check_same_sweep
+from abacus_ray.cli.sweep import build_parser, expand, main, search_of
 from abacus_ray.config.dicts import flatten, unflatten
+from abacus_ray.figures import figure
 from abacus_ray.sweep import single
 from abacus_ray.sweep_dir import SweepDir
 
@@ -19,7 +21,7 @@ from abacus_ray.sweep_dir import SweepDir
 def _spec(*overrides: str) -> dict:
     """What the driver records for a one-trial tiny sweep (the current version)."""
     trials = single("t", "tiny", dict(o.split("=", 1) for o in overrides))
-    return {"preset": "tiny", "trials": [t.config.to_dict() for t in trials]}
+    return SweepDir.record_of("tiny", [t.config for t in trials])
 
 
 def _recorded(root, spec: dict, change: dict, drop: tuple[str, ...] = ()) -> None:
@@ -43,7 +45,7 @@ def test_a_sweep_of_the_previous_version_resumes(tmp_path):
     _recorded(root, spec, {"train.compile": False, "train.report_every_s": 1.0},
               drop=("cluster.wait_warn_s",))
     before = storage.read_text(root / "sweep.json")
-    _check_same_sweep(SweepDir.of(root), spec)  # a rerun after the upgrade: accepted
+    SweepDir.of(root).check_same(spec)  # a rerun after the upgrade: accepted
     assert storage.read_text(root / "sweep.json") == before
 
 
@@ -51,7 +53,7 @@ def test_a_changed_sweep_is_refused_naming_the_field_and_the_way_on(tmp_path):
     root = storage.resolve(tmp_path / "fig")
     _recorded(root, _spec(), {"train.compile": False, "train.lr": 0.002})
     with pytest.raises(ValueError) as e:
-        _check_same_sweep(SweepDir.of(root), _spec())
+        SweepDir.of(root).check_same(_spec())
     message = str(e.value)
     assert message.startswith(f"--storage: {root} holds a different sweep: trial t/base: "
                               "train.lr 0.002 -> 0.001; ")
@@ -64,15 +66,15 @@ def test_a_key_an_old_record_lacks_is_read_as_its_old_default(tmp_path):
     train.worker_draws meant shared draws, the same as per-worker draws for one worker."""
     root = storage.resolve(tmp_path / "fig")
     _recorded(root, _spec(), {}, drop=("train.worker_draws",))
-    _check_same_sweep(SweepDir.of(root), _spec())
+    SweepDir.of(root).check_same(_spec())
     _recorded(root, _spec(), {}, drop=("eval.hint_scoring",))
     with pytest.raises(ValueError, match='eval.hint_scoring "strict" -> "official"; to resume it, '
                                          "rerun with --set eval.hint_scoring=strict"):
-        _check_same_sweep(SweepDir.of(root), _spec())
-    _check_same_sweep(SweepDir.of(root), _spec("eval.hint_scoring=strict"))
+        SweepDir.of(root).check_same(_spec())
+    SweepDir.of(root).check_same(_spec("eval.hint_scoring=strict"))
     _recorded(root, _spec("cluster.workers=2"), {}, drop=("train.worker_draws",))
     with pytest.raises(ValueError, match='train.worker_draws "shared" -> "per_worker"'):
-        _check_same_sweep(SweepDir.of(root), _spec("cluster.workers=2"))
+        SweepDir.of(root).check_same(_spec("cluster.workers=2"))
 
 
 def test_other_trials_or_another_preset_are_named(tmp_path):
@@ -80,8 +82,28 @@ def test_other_trials_or_another_preset_are_named(tmp_path):
     _recorded(root, _spec(), {"name": "other"})
     with pytest.raises(ValueError, match="1 of its trials not in this run \\(e.g. other\\); "
                                          "1 trial\\(s\\) it does not hold \\(e.g. t/base\\)"):
-        _check_same_sweep(SweepDir.of(root), _spec())
+        SweepDir.of(root).check_same(_spec())
     storage.write_text(root / "sweep.json", json.dumps({**_spec(), "preset": "paper"}))
     with pytest.raises(ValueError, match='preset "paper" -> "tiny"; to resume it, rerun with '
                                          "--preset paper"):
-        _check_same_sweep(SweepDir.of(root), _spec())
+        SweepDir.of(root).check_same(_spec())
+
+
+def test_the_command_line_refuses_another_sweep_before_ray_starts(tmp_path, capsys):
+    """A rerun with a changed `--set` into a sweep's directory is one line and exit 2 from the
+    command line, before Ray starts; a field the cluster decides (an automatic `cluster.use_gpu`)
+    is not compared before it is decided."""
+    sweep = figure("fig5_add_sub")
+    argv = ["--preset", "tiny", "--storage", str(tmp_path), "--tracking", "none"]
+    parsed = build_parser(sweep).parse_args(argv)
+    record = SweepDir.record_of("tiny", [t.config for t in expand(sweep, parsed,
+                                                                    search_of(sweep, parsed))])
+    dirs = SweepDir(storage.resolve(tmp_path), sweep.name)
+    storage.write_text(dirs.spec, json.dumps(record))
+    assert main(sweep, [*argv, "--set", "train.lr=0.002"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("abacus-ray sweep: error: --storage: ") and "train.lr 0.001 -> 0.002" in err
+    assert "\n" not in err and not ray.is_initialized()
+    automatic = {**record, "trials": [{**t, "cluster": {**t["cluster"], "use_gpu": None}}
+                                      for t in record["trials"]]}
+    dirs.check_same(automatic, write=False)  # undecided: accepted until the driver decides it

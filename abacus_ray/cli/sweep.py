@@ -332,6 +332,9 @@ def run(sweep: Sweep, argv: list[str]) -> int:
     trials = expand(sweep, parsed, search)
     grids = eval_grids(trials)
     loc = loc or check_before_ray(parsed)
+    # another sweep in this directory: refused before Ray starts (the driver checks again)
+    record = SweepDir.record_of(parsed.preset, [t.config for t in trials])
+    SweepDir(loc, sweep.name).check_same(record, write=False)
     if parsed.dry_run:
         return dry_run(sweep, parsed, search, trials)
     # the embedded Ray: trials train here

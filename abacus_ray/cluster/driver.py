@@ -15,7 +15,6 @@ evaluation unchanged, once an unset `cluster.use_gpu` is decided by the cluster'
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ import ray.exceptions
 from ray import tune
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
-from abacus_ray import storage, trial_status
+from abacus_ray import trial_status
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.devices import Price, resolve_devices
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
@@ -38,7 +37,6 @@ from abacus_ray.cluster.tracking import close_runs, log_evaluation
 from abacus_ray.cluster.trial import run_name as trial_run_name
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
-from abacus_ray.config.identity import sweep_change
 from abacus_ray.evaluation.grids import Grid
 from abacus_ray.evaluation.results import write_table
 from abacus_ray.evaluation.work import Source, work_items
@@ -56,20 +54,6 @@ def trial_resources(cfg: ExperimentConfig) -> tune.PlacementGroupFactory:
     if cfg.cluster.trainer == "torch":
         return tune.PlacementGroupFactory([{"CPU": DRIVER_CPU}])
     return tune.PlacementGroupFactory([worker_bundle(cfg.cluster)])
-
-
-def _check_same_sweep(dirs: SweepDir, spec: dict[str, Any]) -> None:
-    """Refuse a `--storage` whose sweep.json records another sweep (what
-    counts: `config.identity`)."""
-    path = dirs.spec
-    if storage.exists(path):
-        change = sweep_change(json.loads(storage.read_text(path)), spec)
-        if change is not None:
-            raise ValueError(f"--storage: {dirs.root} holds a different sweep: {change}; to start "
-                             "this one, give another --storage (or delete that directory)")
-    else:
-        # atomic: rename or one PUT
-        storage.write_text(path, json.dumps(spec, indent=2, sort_keys=True))
 
 
 def failure_reason(error: BaseException) -> str:
@@ -249,7 +233,7 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
     by_name = {t.name: t.config for t in trials}
     # fails now, before anything is written, if a trial never fits
     limit = max_concurrency(list(by_name.values()))
-    _check_same_sweep(dirs, {"preset": preset_name, "trials": [t.config.to_dict() for t in trials]})
+    dirs.check_same(SweepDir.record_of(preset_name, [t.config for t in trials]))
     tuner = _tuner(name, trials, by_name, dirs, tracking, search, home, limit)
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
     watch.start()

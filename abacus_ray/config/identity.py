@@ -11,7 +11,8 @@ only if it describes the same training. The comparison (`sweep_change`) reads bo
 * reads a key that an older `sweep.json` lacks as the value its version behaved as
   (`OLD_DEFAULTS`), else as today's default (a key added with a default that keeps the old
   behaviour);
-* ignores `train.worker_draws` in a one-worker trial, which draws the same either way.
+* ignores `train.worker_draws` in a one-worker trial, which draws the same either way;
+* compares a field left to the cluster (`DECIDED_ON_RAY`) only once it is decided.
 
 Anything else that differs is named, old -> new, with how to proceed.
 """
@@ -34,6 +35,10 @@ EXECUTION_ONLY = frozenset({
     "cluster.resources",
     "cluster.wait_warn_s",
 })
+
+# Fields an unset value leaves to the cluster (`cluster/devices.py`): before Ray starts they are
+# not compared yet; the driver's check sees them decided.
+DECIDED_ON_RAY = frozenset({"cluster.use_gpu"})
 
 # Keys added after the first sweep.json, whose absence means a behaviour other than today's default.
 OLD_DEFAULTS: dict[str, Any] = {
@@ -79,7 +84,8 @@ def sweep_change(recorded: dict[str, Any], current: dict[str, Any]) -> str | Non
         return "; ".join(parts) + "; to resume it, rerun with the same sweep flags"
     for name in new:
         before, after = trained_fields(old[name], recorded=True), trained_fields(new[name])
-        changed = sorted(k for k in after if before.get(k) != after[k])
+        changed = sorted(k for k in after if before.get(k) != after[k]
+                         and not (k in DECIDED_ON_RAY and after[k] is None))
         if changed:
             key = changed[0]
             more = f" (and {len(changed) - 1} more field(s))" if len(changed) > 1 else ""
