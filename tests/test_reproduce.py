@@ -1,0 +1,62 @@
+"""`abacus-ray reproduce`: every figure and table sweep of the paper at CPU scale, priced before it
+starts, refused in one line before Ray for bad input, resumed by the same command, ending with the
+storage root's verdicts."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import ray
+
+from abacus_ray import figures
+from abacus_ray.cli import main
+from abacus_ray.cli.reproduce import paper_sweeps
+
+
+def test_the_reproduction_is_every_figure_and_table_in_the_papers_order():
+    names = paper_sweeps()
+    assert set(names) == {n for n in figures.names() if n != "extrapolation_10x"}
+    numbers = [(n.startswith("table"), int(re.findall(r"\d+", n)[0])) for n in names]
+    assert numbers == sorted(numbers) and names[0] == "fig3_embeddings"
+    assert names[-2:] == ("table1_sorting", "table2_sorting_arch")
+
+
+def test_a_dry_run_prices_every_sweep_and_starts_nothing(tmp_path, capsys):
+    assert main(["reproduce", "--dry-run", "--storage", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(rf"reproduce: {len(paper_sweeps())} sweeps, \d+ trials at CPU scale under "
+                        rf".*; plan: [\d.]+ core-hours, [\d.]+ wall-hours on \d+ CPUs", out[0])
+    assert tuple(out[1:]) == paper_sweeps()
+    assert not ray.is_initialized() and not any((tmp_path / "r").glob("fig*"))
+
+
+@pytest.mark.parametrize("argv, culprit", [
+    (["--only", "fig99"], "--only: 'fig99' is not a paper sweep"),
+    (["--set", "train.lr=fast"], "fig3_embeddings: train.lr"),
+    (["--only", "fig5_add_sub", "--set", "nope.key=1"], "fig5_add_sub: nope.key"),
+])
+def test_bad_input_is_one_line_before_anything_runs(tmp_path, capsys, argv, culprit):
+    assert main(["reproduce", "--storage", str(tmp_path / "r"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"abacus-ray reproduce: error: {culprit}") and "\n" not in err
+    assert not ray.is_initialized() and not (tmp_path / "r").exists()
+
+
+@pytest.mark.ray
+def test_a_rerun_resumes_and_both_end_with_the_verdicts(tmp_path, capsys, ray_local):
+    """One sweep of a few steps; the rerun trains and evaluates nothing new and prints the same
+    table of verdicts."""
+    argv = ["reproduce", "--only", "fig5_add_sub", "--storage", str(tmp_path),
+            "--set", "train.max_steps=20", "--set", "eval.per_cell=5"]
+    tables = []
+    for _ in range(2):
+        assert main(argv) == 0
+        out, err = capsys.readouterr()
+        table = [line for line in out.splitlines() if line.startswith("| ")]
+        assert table[0].startswith("| sweep | figure | claim |")
+        assert table[2].startswith("| fig5_add_sub | Fig. 5 | ")
+        assert (tmp_path / "dashboard" / "index.html").is_file()
+        tables.append(table)
+    assert tables[0] == tables[1]
+    assert re.search(r"evaluated 0 cells \(\d+ already present\)", err)
