@@ -27,7 +27,8 @@ INDEX, PAPER = "index.html", "paper.html"
 # A sweep's figure claim from its name and rows (`abacus_ray.cli.summary.claim_for`), None: no claim
 ClaimOf = Callable[[str, pd.DataFrame], Claim | None]
 CLAIMS_NOTE = ("Each figure's claim, judged on its sweep's results: shown or contradicted where "
-               "the 95 % intervals separate, else not shown at this scale.")
+               "the 95 % intervals separate, else not shown at this scale. Paper: what the paper "
+               "reports for the same arms and cells; Ours: the rates and intervals that decide.")
 SCRIPTS = ("plotly.min.js", "dashboard.js")
 PAPER_SCRIPTS = ("plotly.min.js", "paper.js")
 
@@ -261,11 +262,11 @@ def sweep_verdicts(data: SiteData, claim_of: ClaimOf) -> list[tuple[str, Verdict
 
 
 def claims_table(verdicts: Sequence[tuple[str, Verdict]]) -> Raw:
-    """One row per sweep: its figure, the claim with the paper's numbers, our verdict and evidence;
-    the sweep links to its page (heatmaps and plots)."""
-    rows = [[link(sweep_page_name(name), name), v.claim.figure, v.claim.text, v.verdict, v.evidence]
-            for name, v in verdicts]
-    cols = ["Sweep", "Figure", "Claim (paper)", "Verdict", "Evidence (ours)"]
+    """One row per sweep: its figure, the claim, what the paper reports beside our verdict and the
+    evidence that decides it; the sweep links to its page (heatmaps and plots)."""
+    rows = [[link(sweep_page_name(name), name), v.claim.figure, v.claim.text,
+             v.claim.paper or "—", v.verdict, v.evidence] for name, v in verdicts]
+    cols = ["Sweep", "Figure", "Claim", "Paper", "Verdict", "Ours"]
     return table(cols, rows, cls="data claims")
 
 

@@ -84,18 +84,19 @@ def _table(*models: list[dict]) -> pd.DataFrame:
 
 
 def test_a_comparison_is_shown_where_the_intervals_separate_in_its_direction():
-    v = judge(
-        VERSUS,
-        _table(
-            _model(_ood(60), **{"model.positions": "abacus"}),
-            _model(_ood(2), **{"model.positions": "fire"}),
-        ),
+    rows = _table(
+        _model(_ood(60), **{"model.positions": "abacus"}),
+        _model(_ood(2), **{"model.positions": "fire"}),
     )
+    v = judge(VERSUS, rows)
     assert v.verdict == SHOWN
     assert (
         "Abacus 60.0 % [56.9, 63.0] (600/1,000) vs FIRE 2.0 % [1.3, 3.1] (20/1,000)" in v.evidence
     )
     assert v.line().startswith("Conclusion (Fig. 3): Abacus beats FIRE: shown — OOD: ")
+    assert "(paper:" not in v.line()  # a claim without the paper's value says nothing of it
+    with_paper = judge(dataclass_replace(VERSUS, paper="OOD: Abacus 97.9 %, FIRE 2.9 %"), rows)
+    assert with_paper.line() == v.line() + " (paper: OOD: Abacus 97.9 %, FIRE 2.9 %)"
 
 
 def test_a_comparison_is_contradicted_where_they_separate_the_other_way():
@@ -318,6 +319,19 @@ def test_every_figure_claims_what_its_own_sweep_can_decide(name):
     assert figures.claim("no_such_figure") is None
 
 
+@pytest.mark.parametrize("name", figures.names())
+def test_every_figure_claim_keeps_the_papers_value_apart_from_its_words(name):
+    """The paper's value lives in `paper`; the claim's text keeps words and its own criterion (a
+    threshold's percentage), no number the paper reports."""
+    claim = figures.claim(name)
+    assert claim.paper.strip(), f"{name}: no paper value"
+    assert "paper" not in claim.text, (name, claim.text)
+    own = {f"{100 * claim.threshold:g}"} if claim.threshold is not None else set()
+    percents = set(re.findall(r"(\d+(?:\.\d+)?) ?%", claim.text))
+    assert percents <= own, f"{name}: {sorted(percents - own)} % in its text, not its threshold"
+    assert f"(paper: {claim.paper})" in judge(claim, pd.DataFrame()).line()
+
+
 def _write_fig10_sweep(root, k12_window: int = 75, preset_name: str = "tiny",
                        figure: str = "fig10_k"):
     """A Fig. 10 sweep root as a sweep leaves it (sweep.json, results/), with made-up rows whose run
@@ -363,21 +377,24 @@ def test_summary_of_a_storage_root_prints_one_row_per_sweep(tmp_path, capsys):
     assert cli_main(["summary", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     table = (
-        out[out.index("| sweep | figure | claim | verdict | evidence | scale | trials |") :]
+        out[out.index("| sweep | figure | claim | paper | verdict | evidence | scale | trials |") :]
         .strip()
         .splitlines()
     )
     rows = {r.split(" | ")[0].strip("| "): r.split(" | ") for r in table[2:]}
     assert len(table) == 4 and set(rows) == {"fig10_k", "mine"}
-    assert rows["fig10_k"][1:2] == ["Fig. 10"] and rows["fig10_k"][3] == SHOWN
-    assert "0.0 % [0.0, 0.1] (0/3,300)" in rows["fig10_k"][4] and rows["fig10_k"][5:] == [
+    assert rows["fig10_k"][1:2] == ["Fig. 10"] and rows["fig10_k"][4] == SHOWN
+    # the paper's value sits beside ours, out of the claim's words
+    fig10 = figures.claim("fig10_k")
+    assert rows["fig10_k"][2:4] == [fig10.text, fig10.paper] and fig10.paper
+    assert "0.0 % [0.0, 0.1] (0/3,300)" in rows["fig10_k"][5] and rows["fig10_k"][6:] == [
         "tiny",
         "2/2 |",
     ]
     # a sweep root of another name is judged by the figure its rows name (fig10_k/...), at its own
     # scale
     assert (
-        rows["mine"][1] == "Fig. 10" and rows["mine"][3] == NOT_SHOWN and rows["mine"][5] == "paper"
+        rows["mine"][1] == "Fig. 10" and rows["mine"][4] == NOT_SHOWN and rows["mine"][6] == "paper"
     )
     assert (other / "sweep.json").exists() and "Conclusion (" not in out
 
@@ -401,7 +418,12 @@ def test_the_dashboard_index_lists_each_sweeps_verdict_linked_to_its_page(tmp_pa
     assert len(rows) == 2
     assert 'href="sweep-fig10_k.html"' in rows[0]
     assert "<td>Fig. 10</td><td>a larger Abacus" in rows[0]
-    assert "<td>shown</td>" in rows[0] and "(825/3,300)" in rows[0]
+    assert re.findall(r"<th>(.*?)</th>", claims) == [
+        "Sweep", "Figure", "Claim", "Paper", "Verdict", "Ours"
+    ]
+    paper = figures.claim("fig10_k").paper
+    assert f"n + k + 1 digits</td><td>{paper}</td><td>shown</td>" in rows[0]
+    assert "(825/3,300)" in rows[0]
     assert 'href="sweep-fig11_large_k.html"' in rows[1] and "<td>Fig. 11</td>" in rows[1]
     assert "<td>not shown at this scale</td>" in rows[1]
     plain = build_site(on_disk(tmp_path), tmp_path / "plain").read_text()  # no claim finder: no section

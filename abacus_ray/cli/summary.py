@@ -13,8 +13,8 @@ sweeps, as for `dashboard`.
 Where the results are a figure's sweep, the table is followed by that figure's `Conclusion:` line:
 its claim (`abacus_ray/figures/`) shown, contradicted or not shown at this scale, with the numbers
 and intervals that decide it. Of a storage root, a Markdown table follows instead, one row per
-sweep: sweep, figure, claim, verdict, evidence, scale (the preset in its `sweep.json`), trials
-(models evaluated / trials declared).
+sweep: sweep, figure, claim, paper (what the paper reports for the same arms and cells), verdict,
+evidence, scale (the preset in its `sweep.json`), trials (models evaluated / trials declared).
 """
 
 from __future__ import annotations
@@ -130,10 +130,11 @@ def scale_of(record: dict | None, cells: pd.DataFrame) -> str:
 
 
 def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
-    """A Markdown table, one row per sweep: what its figure claims and what its results decide."""
+    """A Markdown table, one row per sweep: what its figure claims, what the paper reports and what
+    its results decide."""
     lines = [
-        "| sweep | figure | claim | verdict | evidence | scale | trials |",
-        "|---|---|---|---|---|---|---|",
+        "| sweep | figure | claim | paper | verdict | evidence | scale | trials |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for results, cells in places:
         record = _sweep_record(results)
@@ -145,9 +146,10 @@ def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
             f"{models}/{len(record['trials'])}" if record and record.get("trials") else str(models)
         )
         row = (
-            [name, found.claim.figure, found.claim.text, found.verdict, found.evidence]
+            [name, found.claim.figure, found.claim.text, found.claim.paper or "-"]
+            + [found.verdict, found.evidence]
             if found
-            else [name, "-", "no figure claims this sweep", "-", "-"]
+            else [name, "-", "no figure claims this sweep", "-", "-", "-"]
         ) + [scale_of(record, cells), trials]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
     return "\n".join(lines)

@@ -14,8 +14,9 @@ other way, and **not shown at this scale** where they overlap or an arm or cell 
 every arm holds two or more training seeds, the seed spread must separate too (each seed's pooled
 rate: the lowest of one arm above the highest of the other), because a training seed moves a rate by
 more than the evaluation's sampling error does. The verdict and the numbers that decide it form the
-sweep's `Conclusion:` line. Pandas is imported only where a verdict is computed, so that a figure
-module declaring its claim stays cheap to import.
+sweep's `Conclusion:` line, with what the paper reports for the same arms and cells (`paper`) beside
+them. Pandas is imported only where a verdict is computed, so that a figure module declaring its
+claim stays cheap to import.
 """
 
 from __future__ import annotations
@@ -88,8 +89,10 @@ class Claim:
     """What a figure claims, checkable on its sweep's results (see the module's docstring)."""
 
     figure: str  # e.g. "Fig. 10", "Table 1"
-    text: str  # the claim, with what the paper reports
+    text: str  # the claim, in words
     cells: Cells
+    # what the paper reports for the same arms and cells (its numbers, or what its plot shows)
+    paper: str = ""
     pairs: tuple[tuple[Arm, Arm], ...] = ()
     arms: tuple[Arm, ...] = ()
     threshold: float | None = None
@@ -125,9 +128,11 @@ class Verdict:
     evidence: str
 
     def line(self) -> str:
+        """`Conclusion (Fig. N): CLAIM: VERDICT — EVIDENCE`, then the paper's value beside ours."""
+        paper = f" (paper: {self.claim.paper})" if self.claim.paper else ""
         return (
             f"Conclusion ({self.claim.figure}): {self.claim.text}: {self.verdict} — "
-            f"{self.evidence}"
+            f"{self.evidence}{paper}"
         )
 
 

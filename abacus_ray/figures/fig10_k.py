@@ -49,8 +49,9 @@ SWEEP = Sweep(
 
 CLAIM = Claim(
     "Fig. 10",
-    "a larger Abacus offset k solves lengths past where a smaller k's trained positions end, "
-    "n + k + 1 digits (paper: extrapolation grows with k = 25, 50, 75, 100 on size-20 addition)",
+    "a larger Abacus offset k solves lengths past where a smaller k's trained positions end, n + k"
+    " + 1 digits",
     Cells("i = j", past_positions=True),
+    paper="read from the plot: extrapolation grows with k = 25, 50, 75, 100 on size-20 addition",
     pairs=((Arm("largest k", {"model.max_k": MAX}), Arm("smallest k", {"model.max_k": MIN})),),
 )

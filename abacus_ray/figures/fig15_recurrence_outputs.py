@@ -35,8 +35,9 @@ SWEEP = Sweep(
 CLAIM = Claim(
     "Fig. 15",
     "a looped model's answer improves over its recurrences: more problems right after the last "
-    "than after the first (paper: a 1 x 16 model's 100-digit prediction, plotted per recurrence)",
+    "than after the first",
     Cells("the long i = j cell", diagonal=True),
+    paper="read from the plot: a 1 x 16 model's 100-digit prediction, plotted per recurrence",
     pairs=(
         (
             Arm("last recurrence", {"recurrences": MAX}),

@@ -35,8 +35,9 @@ SWEEP = Sweep(
 CLAIM = Claim(
     "Fig. 19",
     "looped models stay accurate with injection before the block only, and with throttle: >= 90 % "
-    "OOD (paper: 97.1-98.3 % without injection inside the block, 95.2-99.6 % with throttle)",
+    "OOD",
     Cells("OOD", view="ood"),
+    paper="OOD: 97.1-98.3 % without injection inside the block, 95.2-99.6 % with throttle",
     threshold=0.9,
     arms=(
         Arm("injection before the block", {"model.injection": "first"}),

@@ -37,8 +37,9 @@ SWEEP = Sweep(
 CLAIM = Claim(
     "Fig. 5",
     "one model adds and subtracts past its training length: >= 90 % on i = j at 1-2x the training "
-    "length for each (paper: both extrapolate far from size-20 data, read from the plot)",
+    "length for each",
     Cells("i = j at 1-2x the training length", diagonal=True, lengths=(1, 2)),
+    paper="read from the plot: both extrapolate far from size-20 data",
     arms=(Arm("addition", {"task": "add"}), Arm("subtraction", {"task": "sub"})),
     threshold=0.9,
 )

@@ -34,9 +34,12 @@ SWEEP = Sweep(
 
 CLAIM = Claim(
     "Fig. 7",
-    "adding Abacus to FIRE or to RoPE improves OOD addition (paper: ST w/ II 16 x 1 heatmaps; "
-    "Abacus+FIRE extrapolates well beyond FIRE, Abacus+RoPE beyond RoPE)",
+    "adding Abacus to FIRE or to RoPE improves OOD addition",
     Cells("OOD", view="ood"),
+    paper=(
+        "read from the ST w/ II 16 x 1 heatmaps: Abacus+FIRE extrapolates well beyond FIRE, "
+        "Abacus+RoPE beyond RoPE"
+    ),
     pairs=(
         (embedding("abacus+fire"), embedding("fire")),
         (embedding("abacus+rope"), embedding("rope")),

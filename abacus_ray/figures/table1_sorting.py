@@ -40,8 +40,8 @@ SWEEP = Sweep(
 
 CLAIM = Claim(
     "Table 1",
-    "Abacus sorts arrays of longer numbers than FIRE (paper, OOD in number length to 30: Abacus "
-    "68.63 %, FIRE 55.32 %)",
+    "Abacus sorts arrays of longer numbers than FIRE",
     Cells("OOD in number length", view="ood_digits_30"),
+    paper="OOD in number length to 30: Abacus 68.63 %, FIRE 55.32 %",
     pairs=((embedding("abacus"), embedding("fire")),),
 )
