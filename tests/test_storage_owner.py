@@ -172,31 +172,36 @@ def test_places_are_resolved_once_and_storage_takes_the_location():
     assert loose == [] and shadowing == []
 
 
-# the checkpoint and results layers: resolved places in, never a union converted again inside
-LOCATION_TAKERS = ("abacus_ray/model/checkpoint.py", "abacus_ray/evaluation/results.py")
+# the checkpoint, results and training layers: resolved places in, never a union converted again
+LOCATION_TAKERS = ("abacus_ray/model/checkpoint.py", "abacus_ray/evaluation/results.py",
+                   "abacus_ray/training/loop.py")
 
 
 def _union_params(source: str) -> list[str]:
     """Parameters of the public functions (and public methods) in `source` whose annotation joins
-    a `Location` with a `str` or a `Path`: a place each function would resolve again."""
+    a `Location` with a `str` or a `Path`, or a `Path` with a `str`: a place each function would
+    resolve again."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_") \
                 or isinstance(node, ast.FunctionDef) and node.name == "__init__":
             for p in _params(node):
                 ann = ast.unparse(p.annotation) if p.annotation is not None else ""
-                if "Location" in ann and ("str" in ann or "Path" in ann):
+                if "Location" in ann and ("str" in ann or "Path" in ann) \
+                        or "Path" in ann and "str" in ann:
                     found.append(f"{node.lineno}: {node.name}({p.arg}: {ann})")
     return found
 
 
-def test_the_checkpoint_and_results_layers_take_a_location_never_a_union():
-    """Below the command line a checkpoint or results place is a `Location`: the public functions
-    of the checkpoint and results modules take one, never `str | Path | Location` to resolve."""
+def test_the_checkpoint_results_and_training_layers_take_a_location_never_a_union():
+    """Below the command line a checkpoint or results place is a `Location` (a `Path` where only
+    this disk is meant): the public functions of the checkpoint, results and training-loop modules
+    take one, never `str | Path | Location` or `str | Path` to resolve."""
     loose = {name: _union_params((REPO / name).read_text()) for name in LOCATION_TAKERS}
     assert loose == {name: [] for name in LOCATION_TAKERS}
     # the check sees such a parameter
     assert _union_params("def f(a: str | Path | Location): ...") == ["1: f(a: str | Path | Location)"]
+    assert _union_params("def f(a: str | Path | None): ...") == ["1: f(a: str | Path | None)"]
 
 
 def test_a_location_is_not_resolved_again(tmp_path):

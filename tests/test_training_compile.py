@@ -18,6 +18,7 @@ import torch
 from abacus_ray.config import preset
 from abacus_ray.config.train import resolved_compile
 from abacus_ray.evaluation.validation import Validation
+from abacus_ray.storage import on_disk
 from abacus_ray.training.loop import train
 
 # A 1 x 4 loop: n ~ U{0..3}, k up to 2, so every autograd situation of the block occurs; Abacus
@@ -79,7 +80,7 @@ def test_compiled_block_survives_depths_offsets_ramp_validations_and_a_resume_wi
     assert straight.model._compiled_block is None and "validation" in straight.metrics
     # a resumed run in the same process (a new model, new optimiser): not one recompile
     with torch._dynamo.config.patch(error_on_recompile=True):
-        resumed = train(cfg, resume_from=halfway, validation=Validation(cfg))
+        resumed = train(cfg, resume_from=on_disk(halfway), validation=Validation(cfg))
     assert len(counted_compile.inputs) == 3
     assert resumed.losses == straight.losses[6:] and resumed.model_id == straight.model_id
 

@@ -4,6 +4,7 @@ import json
 import math
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -99,7 +100,7 @@ def test_resume_is_bit_identical(tmp_path):
     straight = train(cfg, report=keep_halfway, checkpoint_dir=tmp_path / "a")
     assert load_checkpoint(on_disk(halfway)).meta["step"] == n // 2
 
-    resumed = train(cfg, resume_from=halfway, checkpoint_dir=tmp_path / "b")
+    resumed = train(cfg, resume_from=on_disk(halfway), checkpoint_dir=tmp_path / "b")
     assert resumed.losses == straight.losses[n // 2:]
     a, b = params(straight.model), params(resumed.model)
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -108,7 +109,8 @@ def test_resume_is_bit_identical(tmp_path):
     assert resumed.metrics["tokens"] == straight.metrics["tokens"]
 
     with pytest.raises(ValueError, match="^resume_from: .* different model.hidden"):
-        train(small(f"train.max_steps={n}", "model.hidden=64", "model.heads=4"), resume_from=halfway)
+        train(small(f"train.max_steps={n}", "model.hidden=64", "model.heads=4"),
+              resume_from=on_disk(halfway))
 
 
 @pytest.mark.parametrize("spoil", ["nan", "hash"])
@@ -127,7 +129,7 @@ def test_resume_refuses_weights_that_evaluation_would_refuse(tmp_path, spoil):
         (target / "meta.json").write_text(json.dumps({**meta, "model_id": content_hash(weights)}))
     expected = "decoder.weight holds 1 NaN" if spoil == "nan" else "does not match meta.json's model_id"
     with pytest.raises(ValueError, match=f"^{re.escape(str(target / 'model.pt'))}: .*{expected}") as e:
-        train(small("train.max_steps=2"), resume_from=tmp_path / "run")
+        train(small("train.max_steps=2"), resume_from=on_disk(tmp_path / "run"))
     assert "\n" not in str(e.value)
 
 
@@ -253,7 +255,7 @@ def _ddp_report_worker(rank, world, store, cfg_dict, out):
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
         train(ExperimentConfig.from_dict(cfg_dict), process_group=dist.group.WORLD, report=reports.append,
-              checkpoint_dir=f"{out}.ckpt.{rank}")
+              checkpoint_dir=Path(f"{out}.ckpt.{rank}"))
         torch.save([(r["step"], r["checkpoint"] is not None) for r in reports], f"{out}.{rank}")
         dist.barrier()
     finally:

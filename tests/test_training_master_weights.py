@@ -77,16 +77,16 @@ def test_bf16_pure_checkpoints_are_fp32_resume_exactly_and_load_in_either_precis
     every_step = ["train.checkpoint_every_min=1e-9", f"train.max_steps={n}"]
     pure, fp32 = small(*every_step, "train.precision=bf16-pure"), small(*every_step, "train.precision=fp32")
     straight = train(pure, report=keep_halfway(tmp_path / "pure_half"), checkpoint_dir=tmp_path / "a")
-    resumed = train(pure, resume_from=tmp_path / "pure_half")
+    resumed = train(pure, resume_from=on_disk(tmp_path / "pure_half"))
     assert resumed.losses == straight.losses[n // 2:]  # N straight == N/2 + resume + N/2, bit for bit
     assert resumed.model_id == straight.model_id
     loaded = load_checkpoint(on_disk(straight.checkpoint))
     assert all(v.dtype == torch.float32 for v in loaded.model.state_dict().values() if v.is_floating_point())
     assert loaded.model_id == straight.model_id == model_id_of(straight.model)
     # a bf16-pure checkpoint resumes in fp32, and an fp32 one in bf16-pure (AdamW state included)
-    to_fp32 = train(fp32, resume_from=tmp_path / "pure_half")
+    to_fp32 = train(fp32, resume_from=on_disk(tmp_path / "pure_half"))
     fp32_straight = train(fp32, report=keep_halfway(tmp_path / "fp32_half"), checkpoint_dir=tmp_path / "b")
-    to_pure = train(pure, resume_from=tmp_path / "fp32_half")
+    to_pure = train(pure, resume_from=on_disk(tmp_path / "fp32_half"))
     for run, reference in ((to_fp32, straight), (to_pure, fp32_straight)):
         assert len(run.losses) == n // 2
         np.testing.assert_allclose(run.losses, reference.losses[n // 2:], rtol=0.02)

@@ -7,6 +7,7 @@ model after a restart than the same run uninterrupted.
 """
 
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -34,7 +35,8 @@ def _rank(rank, world, store, cfg_dict, out, resume):
 
     try:
         result = train(ExperimentConfig.from_dict(cfg_dict), process_group=dist.group.WORLD,
-                       report=keep_halfway, checkpoint_dir=f"{out}/ckpt-{rank}", resume_from=resume)
+                       report=keep_halfway, checkpoint_dir=Path(out, f"ckpt-{rank}"),
+                       resume_from=on_disk(Path(resume)) if resume else None)
         torch.save({"model_id": result.model_id, "losses": result.losses}, f"{out}/rank-{rank}.pt")
         dist.barrier()  # no rank tears gloo down while the other still talks
     finally:

@@ -133,7 +133,6 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.model.checkpoint import (
         STATE_FILE,
         check_train_state,
-        fetch,
         latest_checkpoint,
         load_checkpoint,
     )
@@ -172,7 +171,7 @@ def handler(args: argparse.Namespace) -> int:
           + (f"; resuming {latest}" if args.resume else ""), file=sys.stderr, flush=True)
     report = ProgressLine(sys.stderr) if loc.local else Mirror(ProgressLine(sys.stderr), loc)
     result = train(cfg, device, report=report, checkpoint_dir=out,
-                   resume_from=fetch(latest) if args.resume else None)
+                   resume_from=latest if args.resume else None)
     diverged = result.metrics.get("diverged_at_step")
     if not loc.local:
         if diverged is None:

@@ -72,7 +72,8 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
     # Where and since when this trial (its rank 0) runs, in every report: the driver's timeline
     node = {"node_id": ray.get_runtime_context().get_node_id(), "started_at": time.time()}  # RAY
     scratch = Path(tempfile.mkdtemp(prefix="abacus-trial-"))
-    resume = Path(previous.to_directory(str(scratch / "resume"))) if previous is not None else None
+    resume = (storage.on_disk(Path(previous.to_directory(str(scratch / "resume"))))
+              if previous is not None else None)
 
     def report(metrics: dict[str, Any]) -> None:
         clean = {k: v for k, v in metrics.items()

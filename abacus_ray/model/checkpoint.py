@@ -303,7 +303,7 @@ def check_weights_fit(weights: dict[str, torch.Tensor], cfg: ExperimentConfig, w
                          f"{n} tensor(s) differ)")
 
 
-def check_finite(weights: dict[str, torch.Tensor], where: Path | str) -> None:
+def check_finite(weights: dict[str, torch.Tensor], where: str) -> None:
     """Refuse weights holding NaN or infinity, naming the tensor by the file's key: such a model
     (diverged, or corrupted on its way) would be scored, and its zeros read as a result."""
     for name in sorted(weights):
@@ -343,7 +343,7 @@ def check_weights(weights: Any, cfg: ExperimentConfig, where: Path, model_id: st
                                                 for v in weights.values()):
         raise ValueError(f"{where}: expected a state_dict of tensors")
     check_weights_fit(weights, cfg, where)
-    check_finite(weights, where)
+    check_finite(weights, str(where))
     found = content_hash(weights)
     if model_id not in (None, found):
         raise ValueError(f"{where}: content hash {found[:12]} does not match meta.json's model_id "

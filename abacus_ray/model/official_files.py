@@ -147,7 +147,7 @@ def load_official(directory: str | Path, *, task: str | None = None,
         cfg = experiment_from_official(arch, task=task, train_max_len=train_max_len,
                                        name=name or f"official-{directory.resolve().name}")
         tensors, names = _tensors(path, arch, cfg)
-        check_finite(tensors, path)
+        check_finite(tensors, str(path))
         per_head = arch["attention"]["type"] == "self-attention"
         weights = official_to_ours(tensors, names, cfg, per_head)
     except ValueError as e:

@@ -55,6 +55,7 @@ from abacus_ray.seeds import (
     set_rng_state,
     weights_seed,
 )
+from abacus_ray.storage import Location
 from abacus_ray.tasks.stream import TrainStream, pad_batch, padded_length
 from abacus_ray.training.budget import Budget
 from abacus_ray.training.distributed import (
@@ -128,7 +129,7 @@ def _resolve_device(device: str | torch.device) -> torch.device:
 
 
 def _build_model(
-    cfg: ExperimentConfig, resume_from: str | Path | None
+    cfg: ExperimentConfig, resume_from: Location | None
 ) -> tuple[nn.Module, dict | None]:
     """The initial model (same weights on every rank), with the checkpoint's weights
     and state when resuming."""
@@ -137,7 +138,7 @@ def _build_model(
     if resume_from is None:
         return model, None
     # a local directory (a URI's checkpoint is copied here first)
-    path = ckpt.fetch(ckpt.located(str(resume_from)))
+    path = ckpt.fetch(resume_from)
     _check_resumable(cfg, ckpt.read_checkpoint_config(storage.on_disk(path)), path)
     # the checks of every loader: fit, finite, hash
     checked = ckpt.read_checked(storage.on_disk(path))
@@ -161,7 +162,7 @@ class _Session:
         process_group: Any,
         report: Callable[[dict], None] | None,
         root: Path | None,
-        resume_from: str | Path | None,
+        resume_from: Location | None,
         validation: Callable[[nn.Module], dict[str, float]] | None,
     ) -> None:
         self.cfg, self.tc, self.device = cfg, cfg.train, device
@@ -512,23 +513,24 @@ def _unwrapped(module: nn.Module) -> nn.Module:
 
 
 def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_group: Any = None,
-          report: Callable[[dict], None] | None = None, checkpoint_dir: str | Path | None = None,
-          resume_from: str | Path | None = None,
+          report: Callable[[dict], None] | None = None, checkpoint_dir: Path | None = None,
+          resume_from: Location | None = None,
           validation: Callable[[nn.Module], dict[str, float]] | None = None) -> TrainResult:
     """Train `cfg`'s model until its budget is spent; see the module docstring.
 
     process_group: a `torch.distributed` group (e.g. `dist.group.WORLD` under Ray Train) for DDP;
         None trains in this process alone even if a default group exists.
-    checkpoint_dir: root for numbered checkpoints `step-NNNNNNNNN/` (rank 0 writes; newest 2 kept).
-    resume_from: a checkpoint directory (or URI), or a root whose latest
-    checkpoint is used; its weights
-        pass the checks every loader runs (`model.checkpoint.read_checked`).
+    checkpoint_dir: root on this disk for numbered checkpoints `step-NNNNNNNNN/` (rank 0 writes;
+        newest 2 kept).
+    resume_from: a checkpoint (local or in an object store), or a root whose latest checkpoint is
+        used, resolved by the caller; its weights pass the checks every loader runs
+        (`model.checkpoint.read_checked`).
     validation: scores the model every `eval.validation_every` steps, at the start and at the end
         (`evaluation.validation.Validation`); its numbers join every later report. It runs under a
         forked RNG and the model goes back to train mode, so the trained weights are the same with
         or without it.
     """
-    root = Path(checkpoint_dir) if checkpoint_dir is not None else None
     device = _resolve_device(device)
     check_fits(cfg, device)
-    return _Session(cfg, device, process_group, report, root, resume_from, validation).run()
+    return _Session(cfg, device, process_group, report, checkpoint_dir, resume_from,
+                    validation).run()
