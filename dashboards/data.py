@@ -60,9 +60,10 @@ def signature(results: Location) -> tuple:
 def sweep_table(cells: pd.DataFrame, table: Callable[[SweepDir], Location]) -> pd.DataFrame | None:
     """A table the sweep of these cells keeps beside its results (`table`: its search table, its
     timeline), or None when the sweep wrote none. The results may sit on a local disk or in an
-    object store."""
-    for d in sorted(set(cells["results_dir"])):
-        path = table(SweepDir.of(storage.resolve(d).parent))
+    object store: `results_dir` holds the `Location` each row was read from (`load_cells`)."""
+    dirs: dict[str, Location] = {str(d): d for d in cells["results_dir"]}
+    for uri in sorted(dirs):
+        path = table(SweepDir.of(dirs[uri].parent))
         if storage.is_file(path):
             return storage.read_parquet(path).to_pandas()
     return None
@@ -127,7 +128,7 @@ def condition_columns(cells: pd.DataFrame) -> list[str]:
 
 def load_cells(results: Location) -> pd.DataFrame:
     """Every cell row under `results`, with `sweep`, `arch`, `block`, `run`, `entry` and `group`
-    columns."""
+    columns, and `results_dir`: the `Location` of the results directory it was read from."""
     frames = []
     for d in results_dirs(results):
         df = read_cells(d)
@@ -139,7 +140,7 @@ def load_cells(results: Location) -> pd.DataFrame:
             r.split("/", 1)[0] if isinstance(r, str) and "/" in r else fallback for r in run_ids
         ]
         df["preset"] = sweep_preset(d)
-        df["results_dir"] = str(d)
+        df["results_dir"] = pd.Series([d] * len(df), index=df.index, dtype=object)
         frames.append(df)
     cells = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
     return label(cells)

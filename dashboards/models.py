@@ -19,6 +19,7 @@ import torch
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import unflatten
+from abacus_ray.model.checkpoint import located
 from abacus_ray.model.transformer import ArithmeticTransformer
 from dashboards.data import clean, config_columns
 
@@ -37,8 +38,8 @@ def read_meta(checkpoint: Any) -> dict[str, Any] | None:
     """`meta.json` beside a checkpoint's weights, or None if it cannot be read."""
     if not isinstance(checkpoint, str) or not checkpoint:
         return None
-    try:  # a local path or an object-store URI (`abacus_ray.storage`)
-        meta = json.loads(storage.read_text(storage.resolve(checkpoint) / "meta.json"))
+    try:  # a local path or an object-store URI, as the row records it
+        meta = json.loads(storage.read_text(located(checkpoint) / "meta.json"))
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None

@@ -79,6 +79,15 @@ def test_rows_get_sweep_run_entry_and_seed_group(tmp_path):
     assert set(cells["arch"]) == {"ST w/ II"} and set(cells["block"]) == {"2x1"}
 
 
+def test_rows_keep_the_location_of_their_results_directory(tmp_path):
+    """The sweep's side tables (search, timeline) are found from the `Location` each row was read
+    from, not from its URI parsed again."""
+    write_two_seeds(tmp_path, "fig10_k")
+    root = storage.resolve(tmp_path)
+    cells = load_cells(root)
+    assert all(d == results_dirs(root)[0] for d in cells["results_dir"])
+
+
 def test_run_without_sweep_prefix_takes_the_directory_name(tmp_path):
     synthetic_results(tmp_path / "mysweep" / "results", [("plain-run", [])], SQUARE)
     cells = load_cells(storage.resolve(tmp_path / "mysweep"))

@@ -204,6 +204,35 @@ def test_the_checkpoint_results_and_training_layers_take_a_location_never_a_unio
     assert _union_params("def f(a: str | Path | None): ...") == ["1: f(a: str | Path | None)"]
 
 
+# where a path or URI given as text may be parsed: the command line, a standalone page's `main`,
+# and `checkpoint.located` for a checkpoint as our own records hold it
+RESOLVERS = {"abacus_ray/model/checkpoint.py": "located", "dashboards/timeline.py": "main"}
+
+
+def _resolve_calls(source: str) -> list[tuple[int, str]]:
+    """(line, enclosing function) of every `storage.resolve(...)` call in `source`."""
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            found += [(node.lineno, fn.name) for node in ast.walk(fn) if isinstance(node, ast.Call)
+                      and ast.unparse(node.func) == "storage.resolve"]
+    return found
+
+
+def test_text_is_resolved_into_a_location_only_at_the_edge():
+    """Below the command line no module parses a path or URI again: a `Location` travels (a
+    DataFrame column included), and a checkpoint a results row records is parsed by
+    `checkpoint.located` alone."""
+    loose = []
+    for path in sorted([*(REPO / "abacus_ray").rglob("*.py"), *(REPO / "dashboards").rglob("*.py")]):
+        name = path.relative_to(REPO).as_posix()
+        if not name.startswith(("abacus_ray/cli/", "abacus_ray/storage/")):
+            loose += [f"{name}:{line}: {fn}" for line, fn in _resolve_calls(path.read_text())
+                      if RESOLVERS.get(name) != fn]
+    assert loose == []
+    assert _resolve_calls("def f(d):\n    return storage.resolve(d).parent") == [(2, "f")]
+
+
 def test_a_location_is_not_resolved_again(tmp_path):
     loc = storage.resolve(tmp_path)
     with pytest.raises(TypeError, match="already a Location"):
