@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow.fs as pafs
 
 from abacus_ray import storage
+from abacus_ray.config.identity import EXECUTION_ONLY
 from abacus_ray.config.model import architecture_name, block_name
 from abacus_ray.evaluation.aggregate import MODEL_KEYS
 from abacus_ray.evaluation.places import results_dirs
@@ -30,14 +31,11 @@ from abacus_ray.evaluation.results import part_files, read_cells
 from abacus_ray.storage import Location
 from abacus_ray.sweep_dir import SweepDir
 
-# Config columns that never define a condition: the run's own name and where it ran.
-NOT_CONDITION = ("name", "seed")
-NOT_CONDITION_PREFIXES = (
-    "cluster.",
-    "train.report_every_s",
-    "train.checkpoint_every_min",
-    "train.compile",
-)
+# Config columns that never define a condition: how a run ran (`EXECUTION_ONLY`, the fields a
+# sweep's identity leaves out too), its own name and seed (a condition's seeds form one group),
+# and where it ran (every `cluster.` field: runs on other machines are the same condition).
+NOT_CONDITION = frozenset({"name", "seed", *EXECUTION_ONLY})
+NOT_CONDITION_PREFIXES = ("cluster.",)
 UNNAMED_SWEEP = "results"
 
 
@@ -120,8 +118,8 @@ def config_columns(cells: pd.DataFrame) -> list[str]:
 
 
 def condition_columns(cells: pd.DataFrame) -> list[str]:
-    """Config columns that define an experimental condition (everything but the
-    seed, name and placement)."""
+    """Config columns that define an experimental condition (everything but `NOT_CONDITION` and
+    the cluster's fields)."""
     return [c for c in config_columns(cells)
             if c not in NOT_CONDITION and not c.startswith(NOT_CONDITION_PREFIXES)]
 
