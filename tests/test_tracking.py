@@ -101,6 +101,10 @@ def test_the_closing_line_names_each_failed_trial_and_why():
     assert "evaluation" not in line
     both = failure_line("f", 2, {EVALUATION: "OutOfMemoryError: x", "f/a": "RayActorError: y"})
     assert "1 of 2 trial(s) failed: f/a (RayActorError: y)" in both and "evaluation stopped (OutOfMemoryError: x)" in both
+    # a trial stops as diverged on a non-finite loss or gradient norm (training/loop.py); no rerun retries it
+    assert failure_line("f", 2, {"f/b": "diverged at step 7"}) == (
+        "f: 1 of 2 trial(s) diverged (loss or gradient norm not finite; not scored): f/b (diverged at step 7); "
+        "a lower train.lr or another config is needed")
 
 
 def _check_statuses(root: Path, want: dict[str, str], scored: str) -> None:
@@ -180,7 +184,7 @@ def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_loc
     assert re.fullmatch(r"diverged at step \d+", failures[spoiled.name]), failures
     assert len(killer.killed) == MAX_TRIAL_FAILURES + 1  # every attempt was killed: retried, then failed
     line = failure_line("fig10_k", 3, failures)
-    assert f"1 of 3 trial(s) diverged (loss not finite; not scored): {spoiled.name} (diverged at step" in line
+    assert f"1 of 3 trial(s) diverged (loss or gradient norm not finite; not scored): {spoiled.name} (diverged at step" in line
     assert spoiled.name not in line.split("diverged (loss")[0]  # not among those a rerun retries
     want = {doomed: "error", other: "finished", spoiled.name: "diverged"}
     _check_statuses(tmp_path / "fig10_k", want, finished[0][0].checkpoint)

@@ -85,8 +85,8 @@ def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
     # a rerun would diverge again (a run is a pure function of its config): a config to change
     if diverged:
         named = "; ".join(f"{run} ({why})" for run, why in sorted(diverged.items()))
-        parts.append(f"{len(diverged)} of {total} trial(s) diverged (loss not finite; not scored): "
-                     f"{named}; a lower train.lr or another config is needed")
+        parts.append(f"{len(diverged)} of {total} trial(s) diverged (loss or gradient norm not "
+                     f"finite; not scored): {named}; a lower train.lr or another config is needed")
     if EVALUATION in failures:
         parts.append(f"evaluation stopped ({failures[EVALUATION]}); rerun the same command to "
                      "evaluate the missing cells")
