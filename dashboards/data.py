@@ -28,6 +28,7 @@ from abacus_ray.config.model import architecture_name, block_name
 from abacus_ray.evaluation.aggregate import MODEL_KEYS
 from abacus_ray.evaluation.places import results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells
+from abacus_ray.model.checkpoint import located
 from abacus_ray.storage import Location
 from abacus_ray.sweep_dir import SweepDir
 
@@ -200,13 +201,17 @@ def _text(v: Any) -> str | None:
     return None if v is None or str(v).strip() == "" else str(v)
 
 
-def checkpoint_label(path: str | None) -> str | None:
-    """A run name from a checkpoint path: its last two path parts (`runs/tiny`,
-    `tiny/checkpoint_000004`), enough to tell runs apart without the machine's directory prefix."""
-    if not path:
+def checkpoint_label(checkpoint: str | None) -> str | None:
+    """A run name from the checkpoint a row records (a path or a URI): the last two parts of its
+    path (`runs/tiny`, `tiny/checkpoint_000004`), enough to tell runs apart without the machine's
+    directory prefix or a URI's query; None for text no `Location` is made of."""
+    if not checkpoint:
         return None
-    parts = [p for p in str(path).replace("\\", "/").rstrip("/").split("/") if p]
-    return "/".join(parts[-2:]) or None
+    try:
+        loc = located(checkpoint)
+    except ValueError:  # StorageError: an unknown scheme, a refused query
+        return None
+    return "/".join(p for p in (loc.parent.name, loc.name) if p) or None
 
 
 def _natural(v: Any) -> tuple:

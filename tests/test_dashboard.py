@@ -21,7 +21,7 @@ from abacus_ray.evaluation.results import config_columns, write_cells
 from abacus_ray.storage import on_disk
 from dashboards import paper_values
 from dashboards.build import build_site
-from dashboards.data import arch_label, block_label, load_cells, signature
+from dashboards.data import arch_label, block_label, checkpoint_label, load_cells, signature
 from dashboards.heatmaps import entry_grids, group_grids
 from dashboards.models import count_params, model_info
 from dashboards.sample import synthetic_results
@@ -86,6 +86,14 @@ def test_rows_keep_the_location_of_their_results_directory(tmp_path):
     root = storage.resolve(tmp_path)
     cells = load_cells(root)
     assert all(d == results_dirs(root)[0] for d in cells["results_dir"])
+
+
+def test_a_checkpoint_names_its_run_by_the_last_two_parts_of_its_path():
+    """Read as a `Location`: a URI's query (an S3-compatible endpoint) is not part of the name."""
+    assert checkpoint_label("/data/runs/tiny/step-000020/") == "tiny/step-000020"
+    uri = "s3://bkt/runs/tiny/step-000020?endpoint_override=127.0.0.1:8333&scheme=http"
+    assert checkpoint_label(uri) == "tiny/step-000020"
+    assert checkpoint_label("hf://org/model") is None and checkpoint_label(None) is None
 
 
 def test_run_without_sweep_prefix_takes_the_directory_name(tmp_path):
