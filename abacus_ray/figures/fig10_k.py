@@ -13,7 +13,7 @@ ends.
 """
 
 from abacus_ray.evaluation.claims import MAX, MIN, Arm, Cells, Claim
-from abacus_ray.sweep import Scale, Sweep
+from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig10_k",
@@ -38,7 +38,7 @@ SWEEP = Sweep(
             "train.global_batch": 64,
             "train.micro_batch": 64,
             "train.budget_hours": None,
-            "cluster.cpus_per_worker": 0.98,
+            **SHARE_CORES,
             "eval.per_cell": 300,
         },
         axes={"model.max_k": [1, 12]},

@@ -9,7 +9,7 @@ Tiny: the depth-2 trio on size-5 addition, one seed.
 
 from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
 from abacus_ray.evaluation.claims import MAX, Arm, Cells, Claim
-from abacus_ray.sweep import Flag, Scale, Sweep
+from abacus_ray.sweep import SHARE_CORES, Flag, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig20_random_padding",
@@ -22,6 +22,7 @@ SWEEP = Sweep(
     tiny=Scale(
         overrides={
             "train.max_steps": 1500,
+            **SHARE_CORES,
             "task.train_max_len": 5,
         },
         variants=TINY_ARCHS,

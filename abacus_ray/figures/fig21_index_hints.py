@@ -10,7 +10,7 @@ Tiny: the depth-2 trio on size-5 addition, one seed.
 
 from abacus_ray.config.model import PAPER_ARCHS, TINY_ARCHS
 from abacus_ray.evaluation.claims import MAX, Arm, Cells, Claim
-from abacus_ray.sweep import Flag, Scale, Sweep
+from abacus_ray.sweep import SHARE_CORES, Flag, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig21_index_hints",
@@ -26,7 +26,12 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-addition",),
     tiny=Scale(
-        overrides={"train.max_steps": 1500, "task.train_max_len": 5, "model.fire_max_length": 64},
+        overrides={
+            "train.max_steps": 1500,
+            **SHARE_CORES,
+            "task.train_max_len": 5,
+            "model.fire_max_length": 64,
+        },
         variants=TINY_ARCHS,
         seeds=1,
         grids=("tiny-addition",),

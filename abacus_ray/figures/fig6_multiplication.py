@@ -12,7 +12,7 @@ Tiny: a 2-layer model on up to 3 x 3-digit products, 1..6 square, one seed.
 
 from abacus_ray.config.model import looped
 from abacus_ray.evaluation.claims import Cells, Claim, embedding
-from abacus_ray.sweep import Scale, Sweep
+from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig6_multiplication",
@@ -37,6 +37,7 @@ SWEEP = Sweep(
     tiny=Scale(
         overrides={
             "train.max_steps": 1500,
+            **SHARE_CORES,
             "task.train_max_len": 3,
             "model.layers": 2,
             "model.recurrences": 1,

@@ -10,7 +10,7 @@ Tiny: ST w/ II 2 x 1 on size-5 addition, one seed.
 
 from abacus_ray.config.model import ST_MICRO_BATCH, standard_ii
 from abacus_ray.evaluation.claims import Cells, Claim, embedding
-from abacus_ray.sweep import Scale, Sweep
+from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig7_relative",
@@ -25,7 +25,12 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-addition",),
     tiny=Scale(
-        overrides={"train.max_steps": 1500, "task.train_max_len": 5, **standard_ii(2)},
+        overrides={
+            "train.max_steps": 1500,
+            **SHARE_CORES,
+            "task.train_max_len": 5,
+            **standard_ii(2),
+        },
         seeds=1,
         grids=("tiny-addition",),
         variants=[{"model.positions": p} for p in ("abacus+fire", "fire", "abacus+rope", "rope")],

@@ -10,7 +10,7 @@ Tiny: ST 2 x 1 on up to 3 numbers of up to 3 digits, 1..6 square, one seed.
 
 from abacus_ray.config.model import standard
 from abacus_ray.evaluation.claims import Cells, Claim, embedding
-from abacus_ray.sweep import Scale, Sweep
+from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
 
 SWEEP = Sweep(
     name="table1_sorting",
@@ -28,6 +28,7 @@ SWEEP = Sweep(
     tiny=Scale(
         overrides={
             "train.max_steps": 1500,
+            **SHARE_CORES,
             "task.train_max_len": 3,
             "task.train_max_array": 3,
             "train.micro_batch": 64,
