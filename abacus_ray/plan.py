@@ -14,8 +14,9 @@ How close this comes to the one measured GPU run: docs/performance.md, "Planning
 
 On CPUs the same FLOPs are priced in core-hours, over one core's measured model FLOPs per second at
 the model's width (`training/cpu_rates.py`, `benchmarks/cpu_throughput.py`): training at the
-training loop's rate, evaluation at the engine's forward rate; wall-hours on N cores assume the
-trials pack the cores, and a sweep takes at least its longest trial.
+training loop's rate, evaluation at the engine's forward rate. Wall-hours on N cores pack the trials
+onto the slots N cores hold (longest first) and add what a measured sweep on an embedded Ray adds
+to that arithmetic (`CPU_SHARED_STRETCH`, `CPU_TRIAL_START_S`, `CPU_SWEEP_START_S`).
 """
 
 from __future__ import annotations
@@ -87,6 +88,13 @@ CHECKPOINT_BYTES_PER_PARAM = 12  # fp32 weights + AdamW's two fp32 moments (mode
 CHECKPOINTS_KEPT = 2  # per trial (Ray Train's CheckpointConfig, the loop's KEEP_CHECKPOINTS)
 MAX_SEEDS = 1000  # `--seeds` above this is refused before any expansion
 MAX_CORES = 1_000_000  # `--cores` above this is refused (a cluster's CPUs, not a typo's)
+# A CPU-scale sweep on an embedded Ray against the arithmetic, fitted to `make reproduce` on the
+# 2-core VM (docs/performance.md, "Planning a reproduction"): trials training side by side each
+# take this many times their core-hours (the cores' shared caches, validation, checkpoints, Ray's
+# own processes); a lone trial takes its core-hours.
+CPU_SHARED_STRETCH = 1.3
+CPU_TRIAL_START_S = 7.0  # a trial's Tune and Train start-up
+CPU_SWEEP_START_S = 25.0  # a sweep's own: Tune's start and end, the evaluation's actors, dashboards
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,7 @@ class TrialCost:
     eval_flops: float
     hidden: int = 0  # the model's width: what a CPU core's rate is looked up by
     cores: float = 1.0  # CPUs the trial holds: workers x cluster.cpus_per_worker
+    held: float = 1.0  # ... and its Tune driver's (`ClusterConfig.trial_cpus`): what packing counts
 
     @property
     def cpu_train_core_hours(self) -> float:
@@ -225,7 +234,8 @@ def _trial_cost(cfg: ExperimentConfig, recurrences: tuple[int | None, ...]) -> T
         flops = samples * per_sample
     cells, tokens, eval_flops = _eval_cost(cfg, recurrences)
     return TrialCost(workers, samples, flops, cfg.train.budget_hours, params, cells, tokens,
-                     eval_flops, cfg.model.hidden, workers * cfg.cluster.cpus_per_worker)
+                     eval_flops, cfg.model.hidden, workers * cfg.cluster.cpus_per_worker,
+                     cfg.cluster.trial_cpus())
 
 
 def trial_cost(cfg: ExperimentConfig, eval_recurrences: Sequence[int] = ()) -> TrialCost:
@@ -253,24 +263,42 @@ class SweepPlan:
 
     def cpu(self, cores: int) -> dict[str, float]:
         """Core-hours of training and evaluation on CPUs, and wall-hours on `cores` cores: the
-        trials packed onto the cores (at least the longest trial), then the evaluation spread."""
+        trials packed, longest first, onto the slots the cores hold (as many trials as fit at
+        once), then the evaluation spread over the cores, and a sweep's own start."""
         train, evaluate = self.total("cpu_train_core_hours"), self.total("cpu_eval_core_hours")
-        longest = max((c.cpu_train_core_hours / min(c.cores, cores) for c, _ in self.costs),
-                      default=0.0)
+        held = max((c.held for c, _ in self.costs), default=1.0)
+        slots = max(1, min(self.trials, int((cores + 1e-9) // held)))
+        stretch = CPU_SHARED_STRETCH if slots > 1 else 1.0
+        runs = sorted((c.cpu_train_core_hours / c.workers * stretch + CPU_TRIAL_START_S / 3600
+                       for c, n in self.costs for _ in range(n)), reverse=True)
+        loads = [0.0] * slots
+        for hours in runs:
+            loads[loads.index(min(loads))] += hours
+        wall = max(loads, default=0.0) + evaluate / cores + CPU_SWEEP_START_S / 3600
         return {"train_core_hours": train, "eval_core_hours": evaluate,
-                "core_hours": train + evaluate,
-                "wall_hours": max(train / cores, longest) + evaluate / cores}
+                "core_hours": train + evaluate, "wall_hours": wall if runs else 0.0}
 
 
-def cpu_price_words(configs: Sequence[ExperimentConfig], cores: int) -> str:
-    """What trials cost on `cores` CPU cores: "plan: X core-hours, Y wall-hours on N CPUs"."""
+def cpu_plan(configs: Sequence[ExperimentConfig], cores: int) -> dict[str, float]:
+    """One sweep's trials on `cores` CPU cores (`SweepPlan.cpu`)."""
     counts: dict[TrialCost, int] = {}
     for cfg in configs:
         cost = trial_cost(cfg)
         counts[cost] = counts.get(cost, 0) + 1
-    cpu = SweepPlan("", "", tuple(counts.items()), True).cpu(cores)
-    return (f"plan: {cpu['core_hours']:,.2f} core-hours, {cpu['wall_hours']:,.2f} wall-hours on "
-            f"{cores} CPUs")
+    return SweepPlan("", "", tuple(counts.items()), True).cpu(cores)
+
+
+def cpu_price_words(configs: Sequence[ExperimentConfig], cores: int) -> str:
+    """What a sweep's trials cost on `cores` CPU cores: "plan: X core-hours, Y wall-hours on N
+    CPUs"."""
+    return sweeps_price_words([configs], cores)
+
+
+def sweeps_price_words(sweeps: Sequence[Sequence[ExperimentConfig]], cores: int) -> str:
+    """The same for sweeps run one after another (each sweep's trials its own configs)."""
+    plans = [cpu_plan(sweep, cores) for sweep in sweeps]
+    core_hours, wall_hours = (sum(p[k] for p in plans) for k in ("core_hours", "wall_hours"))
+    return f"plan: {core_hours:,.2f} core-hours, {wall_hours:,.2f} wall-hours on {cores} CPUs"
 
 
 def resolve_devices(names: Iterable[str], flag: str = "--gpu") -> list[Device]:

@@ -28,7 +28,7 @@ from abacus_ray.sweep_dir import SweepDir
 # the expansion builds and validates every config, so the bound also keeps `--dry-run` quick.
 MAX_TRIALS = 1_000
 # A CPU-scale sweep's workers each hold 0.98 of a CPU, so that N trials and their Tune drivers
-# (`cluster.placement.DRIVER_CPU`, 0.01 each) train at once on N cores.
+# (`config.cluster.DRIVER_CPU`, 0.01 each) train at once on N cores.
 SHARE_CORES = {"cluster.cpus_per_worker": 0.98}
 
 

@@ -119,6 +119,7 @@ def test_no_figures_to_plan_is_an_error_not_a_free_reproduction(capsys, monkeypa
 def test_a_cpu_scale_plan_prices_core_hours_that_scale_with_steps_models_seeds_and_cores(capsys):
     """`plan --preset tiny`: core-hours of training (the sweep's FLOPs over one core's measured
     rate at the model's width) and evaluation, and wall-hours on `--cores`; no timing asserted."""
+    from abacus_ray.plan import CPU_SHARED_STRETCH, CPU_SWEEP_START_S, CPU_TRIAL_START_S
     from abacus_ray.training import cpu_rates
 
     assert main(["plan", "fig10_k", "--preset", "tiny"]) == 0
@@ -129,7 +130,8 @@ def test_a_cpu_scale_plan_prices_core_hours_that_scale_with_steps_models_seeds_a
     assert cpu["train_core_hours"] > 0 and cpu["eval_core_hours"] > 0
     assert cpu["train_core_hours"] == pytest.approx(
         base["sweeps"][0]["train_flops"] / cpu_rates.train_rate(128) / 3600)
-    assert cpu["wall_hours"] == pytest.approx(cpu["core_hours"])  # one core: one after another
+    starts = (base["total"]["trials"] * CPU_TRIAL_START_S + CPU_SWEEP_START_S) / 3600
+    assert cpu["wall_hours"] == pytest.approx(cpu["core_hours"] + starts)  # one after another
     steps = base["sweeps"][0]["samples"] // base["total"]["trials"] // 64  # batch 64, no ramp
     longer = run_plan(capsys, "fig10_k", "--preset", "tiny", "--cores", "1", "--set",
                       f"train.max_steps={2 * steps}")["total"]["cpu"]
@@ -146,8 +148,14 @@ def test_a_cpu_scale_plan_prices_core_hours_that_scale_with_steps_models_seeds_a
         cpu["train_core_hours"] * flops * cpu_rates.train_rate(128) / cpu_rates.train_rate(256))
     two = run_plan(capsys, "fig10_k", "--preset", "tiny", "--cores", "2")["total"]["cpu"]
     assert two["core_hours"] == pytest.approx(cpu["core_hours"])
-    # two 1-core trials side by side: at least half the core-hours, at most the longer trial's time
-    assert cpu["core_hours"] / 2 <= two["wall_hours"] < 0.6 * cpu["core_hours"]
+    # two trials of 0.98 CPU and their drivers side by side, each stretched by the sharing
+    assert two["wall_hours"] == pytest.approx(
+        cpu["train_core_hours"] / 2 * CPU_SHARED_STRETCH + cpu["eval_core_hours"] / 2
+        + (CPU_TRIAL_START_S + CPU_SWEEP_START_S) / 3600)
+    # a whole CPU per worker and 0.01 for its driver: two trials do not fit two cores at once
+    whole = run_plan(capsys, "fig10_k", "--preset", "tiny", "--cores", "2",
+                     "--set", "cluster.cpus_per_worker=1")["total"]["cpu"]
+    assert whole["wall_hours"] == pytest.approx(cpu["wall_hours"] - cpu["eval_core_hours"] / 2)
 
 
 def test_the_whole_reproduction_at_cpu_scale_is_priced_sweep_by_sweep(capsys):

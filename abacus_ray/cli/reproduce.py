@@ -81,9 +81,10 @@ def sweep_flags(args: argparse.Namespace) -> list[str]:
     return flags
 
 
-def checked(names: tuple[str, ...], flags: list[str]) -> list[ExperimentConfig] | int:
+def checked(names: tuple[str, ...], flags: list[str]) -> list[list[ExperimentConfig]] | int:
     """Every sweep's flags parsed and its trials expanded before Ray starts (a bad `--set` is one
-    line naming the sweep): their trials' configs, or argparse's exit status when it refused."""
+    line naming the sweep): each sweep's trials' configs, or argparse's exit status when it
+    refused."""
     configs = []
     for name in names:
         sweep = load_sweep(name)
@@ -91,7 +92,7 @@ def checked(names: tuple[str, ...], flags: list[str]) -> list[ExperimentConfig] 
         if isinstance(parsed, int):
             return parsed
         try:
-            configs += [t.config for t in expand(sweep, parsed, search_of(sweep, parsed))]
+            configs.append([t.config for t in expand(sweep, parsed, search_of(sweep, parsed))])
         except ValueError as e:
             raise CLIError(f"{name}: {error_text(e)}") from None
     check_before_ray(parsed)  # --storage, probed once for all of them
@@ -99,7 +100,7 @@ def checked(names: tuple[str, ...], flags: list[str]) -> list[ExperimentConfig] 
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.plan import cpu_price_words  # torch-free, but only once the command runs
+    from abacus_ray.plan import sweeps_price_words  # torch-free, but only once the command runs
 
     names = selected(args.only)
     flags = sweep_flags(args)
@@ -107,8 +108,8 @@ def handler(args: argparse.Namespace) -> int:
     if isinstance(configs, int):
         return configs
     cores = args.num_cpus or os.cpu_count() or 1
-    print(f"reproduce: {len(names)} sweeps, {len(configs)} trials at CPU scale under "
-          f"{args.storage}; {cpu_price_words(configs, cores)}", flush=True)
+    print(f"reproduce: {len(names)} sweeps, {sum(map(len, configs))} trials at CPU scale under "
+          f"{args.storage}; {sweeps_price_words(configs, cores)}", flush=True)
     if args.dry_run:
         print("\n".join(names))
         return 0

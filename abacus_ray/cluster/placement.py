@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import ray
 
 from abacus_ray.config import ClusterConfig, ExperimentConfig
+from abacus_ray.config.cluster import DRIVER_CPU
 
-# a trial's driver must not hold a whole CPU, or 2 trials on 2 cores starve their workers
-DRIVER_CPU = 0.01
 EPS = 1e-9
 
 

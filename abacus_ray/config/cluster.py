@@ -10,6 +10,9 @@ from abacus_ray.config.dicts import check, check_choice
 
 TRAINERS = ("torch", "function")
 PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")  # Ray's placement-group strategies
+# CPUs a `torch` trial's Tune driver holds beside its workers: not a whole CPU, or 2 trials on 2
+# cores starve their workers
+DRIVER_CPU = 0.01
 
 
 def parse_resources(text: str) -> dict[str, float]:
@@ -80,6 +83,11 @@ class ClusterConfig:
     @property
     def custom_resources(self) -> dict[str, float]:
         return parse_resources(self.resources)
+
+    def trial_cpus(self) -> float:
+        """CPUs one trial holds: its workers', and a `torch` trial's driver's."""
+        driver = DRIVER_CPU if self.trainer == "torch" else 0.0
+        return self.workers * self.cpus_per_worker + driver
 
     def resolved(self, cluster_gpus: float) -> ClusterConfig:
         """This config with `use_gpu` concrete, for a cluster holding `cluster_gpus` GPUs."""
