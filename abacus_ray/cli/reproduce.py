@@ -18,9 +18,9 @@ import re
 import sys
 import time
 
-from abacus_ray import figures
+from abacus_ray import figures, storage
 from abacus_ray.cli import CLIError, error_text, parse_args
-from abacus_ray.cli.sweep import build_parser, check_before_ray, expand, load_sweep, run, search_of
+from abacus_ray.cli.sweep import build_parser, expand, load_sweep, run, search_of
 from abacus_ray.config import ExperimentConfig
 
 SCALE = "tiny"  # the preset every sweep runs at: CPU cores, minutes per model
@@ -72,8 +72,8 @@ def selected(only: list[str] | None) -> tuple[str, ...]:
 
 
 def sweep_flags(args: argparse.Namespace) -> list[str]:
-    """The flags every sweep runs with."""
-    flags = ["--preset", SCALE, "--storage", args.storage]
+    """The flags every sweep runs with, but `--storage`."""
+    flags = ["--preset", SCALE]
     for override in args.overrides:
         flags += ["--set", override]
     if args.num_cpus is not None:
@@ -95,7 +95,6 @@ def checked(names: tuple[str, ...], flags: list[str]) -> list[list[ExperimentCon
             configs.append([t.config for t in expand(sweep, parsed, search_of(sweep, parsed))])
         except ValueError as e:
             raise CLIError(f"{name}: {error_text(e)}") from None
-    check_before_ray(parsed)  # --storage, probed once for all of them
     return configs
 
 
@@ -103,17 +102,19 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.plan import sweeps_price_words  # torch-free, but only once the command runs
 
     names = selected(args.only)
-    flags = sweep_flags(args)
-    configs = checked(names, flags)
+    configs = checked(names, sweep_flags(args))
     if isinstance(configs, int):
         return configs
+    root = storage.probe(args.storage, "--storage")  # resolved once, before Ray starts
+    # every sweep makes its own directory the working directory: a relative path would move
+    flags = [*sweep_flags(args), "--storage", root.uri if root.local else args.storage]
     cores = args.num_cpus or os.cpu_count() or 1
     print(f"reproduce: {len(names)} sweeps, {sum(map(len, configs))} trials at CPU scale under "
-          f"{args.storage}; {sweeps_price_words(configs, cores)}", flush=True)
+          f"{root}; {sweeps_price_words(configs, cores)}", flush=True)
     if args.dry_run:
         print("\n".join(names))
         return 0
-    start, failed = time.monotonic(), []
+    start, failed, here = time.monotonic(), [], os.getcwd()
     for i, name in enumerate(names, 1):
         print(f"reproduce: [{i}/{len(names)}] {name}", flush=True)
         began = time.monotonic()
@@ -122,24 +123,24 @@ def handler(args: argparse.Namespace) -> int:
         except (ValueError, OSError) as e:  # one sweep's failure does not stop the others
             print(f"reproduce: {name}: error: {error_text(e)}", file=sys.stderr)
             status = 2
+        finally:
+            os.chdir(here)  # the sweep made its own directory the working directory
         if status:
             failed.append(name)
         print(f"reproduce: {name} ended with status {status} after "
               f"{(time.monotonic() - began) / 60:.1f} min", flush=True)
-    print(verdicts(args.storage))
+    print(verdicts(root))
     print(f"reproduce: {len(names)} sweeps in {(time.monotonic() - start) / 60:.1f} min"
           + (f"; failed: {', '.join(failed)} (rerun the same command to resume)" if failed else ""))
     return 1 if failed else 0
 
 
-def verdicts(storage_root: str) -> str:
+def verdicts(root: storage.Location) -> str:
     """The storage root's table of verdicts (as `abacus-ray summary` prints it) and its
     dashboard's front page, rebuilt over every sweep."""
-    from abacus_ray import storage
     from abacus_ray.cli.dashboard import build_whole, default_out
     from abacus_ray.cli.summary import claim_for, claims_table, read_places
 
-    root = storage.probe(storage_root, "--storage", write=False)
     _, places = read_places(root)
     site = build_whole(root, default_out(root), claim_for)
     return f"{claims_table(places)}\n\nreproduce: dashboard {site}"
