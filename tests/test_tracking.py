@@ -172,14 +172,14 @@ def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_loc
                                                      "cluster.trainer": "torch"}), {"lr": 1e3})
     killer = TrialKiller("_00000_0_")  # Tune's first trial: the first point, `doomed`
     killer.start()
-    failures: dict[str, str] = {}
     try:
-        finished = train_all("fig10_k", "tiny", [*trials, spoiled], storage.resolve(tmp_path / "fig10_k"),
-                             failures=failures)
+        finished = train_all("fig10_k", "tiny", [*trials, spoiled], storage.resolve(tmp_path / "fig10_k"))
     finally:
         killer.stop.set()
         killer.join()
     assert [src.run_id for src, _ in finished] == [other]  # the other trial finished
+    record = pq.read_table(tmp_path / "fig10_k" / SweepDir.TRIALS).to_pylist()
+    failures = {r["run"]: r["reason"] for r in record if r["reason"] is not None}
     assert sorted(failures) == sorted([doomed, spoiled.name]) and "Error" in failures[doomed], failures
     assert re.fullmatch(r"diverged at step \d+", failures[spoiled.name]), failures
     assert len(killer.killed) == MAX_TRIAL_FAILURES + 1  # every attempt was killed: retried, then failed

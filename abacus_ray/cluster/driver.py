@@ -266,7 +266,6 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
 
 def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
               tracking: str = "mlflow", search: Search | None = None,
-              failures: dict[str, str] | None = None,
               tracking_home: Path | str | None = None,
               price: Price | None = None) -> list[tuple[Source, ExperimentConfig]]:
     """Fit (or resume) every trial through Tune under the sweep directory `root`; returns the final
@@ -275,8 +274,8 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and
     the search's reports are written to its table; only trials that ran their whole budget are
     returned. A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by
-    Ray's memory monitor, say) does not stop the others: it lands in `failures` (run name -> reason)
-    when given, else in a line on stderr, and its MLflow run ends FAILED. `tracking_home`: the
+    Ray's memory monitor, say) does not stop the others: it is named in a line on stderr and in the
+    trial record with its reason, and its MLflow run ends FAILED. `tracking_home`: the
     MLflow store (a local directory, or a server's URI), by default `SweepDir.tracking`. First, an
     unset `cluster.use_gpu` becomes the cluster's choice on every trial, said in one line with
     `price` (`cluster/devices.py`).
@@ -284,9 +283,7 @@ def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Locati
     dirs = SweepDir.of(root)
     outcome = _train(name, preset_name, trials, dirs, tracking, search,
                      tracking_home or dirs.tracking, price)
-    if failures is not None:
-        failures.update(outcome.reasons)
-    elif outcome.reasons:
+    if outcome.reasons:
         print(failure_line(name, len(trials), outcome.reasons), file=sys.stderr)
     return list(outcome.finished.values())
 
