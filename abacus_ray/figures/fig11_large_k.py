@@ -8,7 +8,7 @@ Tiny: size-5 and size-8 data with k = 5n/4 .. 7n/4 scaled (8, 10, 12 / 13, 16, 1
 
 from abacus_ray.config.model import looped
 from abacus_ray.evaluation.claims import MAX, MIN, Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig11_large_k",
@@ -18,7 +18,7 @@ SWEEP = Sweep(
     + [{"task.train_max_len": 40, "model.max_k": k} for k in (125, 150, 175)],
     seeds=3,
     grids=("diagonal:1-220",),
-    tiny=Scale(overrides={"train.max_steps": 1500, **SHARE_CORES, "model.layers": 2,
+    tiny=Scale(overrides={**CPU_SCALE, "model.layers": 2,
                           "model.recurrences": 1},
                variants=[{"task.train_max_len": 5, "model.max_k": k} for k in (8, 10, 12)]
                + [{"task.train_max_len": 8, "model.max_k": k} for k in (13, 16, 19)],

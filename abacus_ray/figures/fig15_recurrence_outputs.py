@@ -11,7 +11,7 @@ Tiny: a 1 x 4 model on size-5 addition, 12-digit cell, recurrences 1..4.
 
 from abacus_ray.config.model import looped
 from abacus_ray.evaluation.claims import MAX, MIN, Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig15_recurrence_outputs",
@@ -26,7 +26,7 @@ SWEEP = Sweep(
     grids=("diagonal:100",),
     eval_recurrences=tuple(range(1, 17)),
     tiny=Scale(
-        overrides={"train.max_steps": 1500, **SHARE_CORES, "task.train_max_len": 5, **looped(1, 4)},
+        overrides={**CPU_SCALE, "task.train_max_len": 5, **looped(1, 4)},
         grids=("diagonal:12",),
         eval_recurrences=(1, 2, 3, 4),
     ),

@@ -9,7 +9,7 @@ Tiny: the depth-2 trio on size-5 addition, Abacus only, one seed.
 
 from abacus_ray.config.model import EMBEDDINGS, TINY_ARCHS, looped, standard, standard_ii
 from abacus_ray.evaluation.claims import MIN, Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig18_effective_depth",
@@ -20,7 +20,7 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-addition",),
     tiny=Scale(
-        overrides={"train.max_steps": 1500, **SHARE_CORES, "task.train_max_len": 5},
+        overrides={**CPU_SCALE, "task.train_max_len": 5},
         variants=TINY_ARCHS,
         axes={"model.positions": ["abacus"]},
         seeds=1,

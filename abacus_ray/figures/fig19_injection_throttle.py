@@ -10,7 +10,7 @@ Tiny: 2 x 2 and 1 x 4 on size-5 addition, one seed.
 
 from abacus_ray.config.model import looped
 from abacus_ray.evaluation.claims import Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig19_injection_throttle",
@@ -21,7 +21,7 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-addition",),
     tiny=Scale(
-        overrides={"train.max_steps": 1500, **SHARE_CORES, "task.train_max_len": 5},
+        overrides={**CPU_SCALE, "task.train_max_len": 5},
         variants=[
             looped(2, 2, "first"),
             looped(1, 4, "first"),

@@ -9,7 +9,7 @@ Tiny: the depth-2 trio on size-5 addition, one seed.
 
 from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
 from abacus_ray.evaluation.claims import MAX, Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Flag, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Flag, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig20_random_padding",
@@ -21,8 +21,7 @@ SWEEP = Sweep(
     grids=("paper-addition",),
     tiny=Scale(
         overrides={
-            "train.max_steps": 1500,
-            **SHARE_CORES,
+            **CPU_SCALE,
             "task.train_max_len": 5,
         },
         variants=TINY_ARCHS,

@@ -10,7 +10,7 @@ Tiny: depth 2 (ST 2 x 1, ST w/ II 2 x 1, LT 1 x 2) on size-5 addition, one seed.
 
 from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
 from abacus_ray.evaluation.claims import Cells, Claim, embedding
-from abacus_ray.sweep import SHARE_CORES, Flag, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Flag, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig3_embeddings",
@@ -22,8 +22,7 @@ SWEEP = Sweep(
     grids=("paper-addition",),
     tiny=Scale(
         overrides={
-            "train.max_steps": 1500,
-            **SHARE_CORES,
+            **CPU_SCALE,
             "task.train_max_len": 5,
         },
         variants=TINY_ARCHS,

@@ -11,7 +11,7 @@ Tiny: effective depth 4 (4 x 1, 2 x 2, 1 x 4) on size-5 addition, one seed.
 
 from abacus_ray.config.model import looped, standard_ii
 from abacus_ray.evaluation.claims import Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Flag, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Flag, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig4_depth_recurrence",
@@ -21,7 +21,7 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-addition",),
     tiny=Scale(
-        overrides={"train.max_steps": 1500, **SHARE_CORES, "task.train_max_len": 5},
+        overrides={**CPU_SCALE, "task.train_max_len": 5},
         variants=[standard_ii(4), looped(2, 2), looped(1, 4)],
         seeds=1,
         grids=("tiny-addition",),

@@ -9,7 +9,7 @@ Tiny: a 2-layer model on size-5 +/- problems, one seed.
 
 from abacus_ray.config.model import looped
 from abacus_ray.evaluation.claims import Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig5_add_sub",
@@ -24,8 +24,7 @@ SWEEP = Sweep(
     grids=("diagonal:1-120",),
     tiny=Scale(
         overrides={
-            "train.max_steps": 1500,
-            **SHARE_CORES,
+            **CPU_SCALE,
             "task.train_max_len": 5,
             "model.layers": 2,
             "model.recurrences": 1,

@@ -12,7 +12,7 @@ Tiny: a 2-layer model on up to 3 x 3-digit products, 1..6 square, one seed.
 
 from abacus_ray.config.model import looped
 from abacus_ray.evaluation.claims import Cells, Claim, embedding
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig6_multiplication",
@@ -36,8 +36,7 @@ SWEEP = Sweep(
     ),
     tiny=Scale(
         overrides={
-            "train.max_steps": 1500,
-            **SHARE_CORES,
+            **CPU_SCALE,
             "task.train_max_len": 3,
             "model.layers": 2,
             "model.recurrences": 1,

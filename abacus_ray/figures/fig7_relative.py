@@ -10,7 +10,7 @@ Tiny: ST w/ II 2 x 1 on size-5 addition, one seed.
 
 from abacus_ray.config.model import ST_MICRO_BATCH, standard_ii
 from abacus_ray.evaluation.claims import Cells, Claim, embedding
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig7_relative",
@@ -26,8 +26,7 @@ SWEEP = Sweep(
     grids=("paper-addition",),
     tiny=Scale(
         overrides={
-            "train.max_steps": 1500,
-            **SHARE_CORES,
+            **CPU_SCALE,
             "task.train_max_len": 5,
             **standard_ii(2),
         },

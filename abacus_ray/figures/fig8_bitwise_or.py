@@ -20,7 +20,7 @@ seed.
 
 from abacus_ray.config.model import EMBEDDINGS, ST_MICRO_BATCH, TINY_ARCHS, looped, standard_ii
 from abacus_ray.evaluation.claims import Cells, Claim, embedding
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 # "ST" bars: the skip flag is set
 FF_SHELL = {**standard_ii(16), "train.micro_batch": ST_MICRO_BATCH}
@@ -38,7 +38,7 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-or",),
     tiny=Scale(
-        overrides={"train.max_steps": 1500, **SHARE_CORES, "task.train_max_len": 6},
+        overrides={**CPU_SCALE, "task.train_max_len": 6},
         variants=TINY_ARCHS,
         seeds=1,
         grids=("cells:1-12x1-12",),

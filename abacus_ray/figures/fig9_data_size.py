@@ -8,7 +8,7 @@ Tiny: size 3, 5 and 8, depth-2 architectures, Abacus only, one seed.
 
 from abacus_ray.config.model import EMBEDDINGS, PAPER_ARCHS, TINY_ARCHS
 from abacus_ray.evaluation.claims import MAX, MIN, Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig9_data_size",
@@ -19,7 +19,7 @@ SWEEP = Sweep(
     seeds=3,
     grids=("paper-addition",),
     tiny=Scale(
-        overrides={"train.max_steps": 1500, **SHARE_CORES},
+        overrides={**CPU_SCALE},
         variants=TINY_ARCHS,
         axes={"task.train_max_len": [3, 5, 8], "model.positions": ["abacus"]},
         seeds=1,

@@ -10,7 +10,7 @@ Tiny: ST 2 x 1 on up to 3 numbers of up to 3 digits, 1..6 square, one seed.
 
 from abacus_ray.config.model import standard
 from abacus_ray.evaluation.claims import Cells, Claim, embedding
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="table1_sorting",
@@ -27,8 +27,7 @@ SWEEP = Sweep(
     grids=("paper-sorting",),
     tiny=Scale(
         overrides={
-            "train.max_steps": 1500,
-            **SHARE_CORES,
+            **CPU_SCALE,
             "task.train_max_len": 3,
             "task.train_max_array": 3,
             "train.micro_batch": 64,

@@ -9,7 +9,7 @@ Tiny: 2-deep architectures on up to 3 x 3 sorting, 1..6 square, one seed.
 
 from abacus_ray.config.model import looped, standard, standard_ii
 from abacus_ray.evaluation.claims import MAX, Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="table2_sorting_arch",
@@ -26,8 +26,7 @@ SWEEP = Sweep(
     grids=("paper-sorting",),
     tiny=Scale(
         overrides={
-            "train.max_steps": 1500,
-            **SHARE_CORES,
+            **CPU_SCALE,
             "task.train_max_len": 3,
             "task.train_max_array": 3,
             "train.micro_batch": 64,
