@@ -13,7 +13,7 @@ ends.
 """
 
 from abacus_ray.evaluation.claims import MAX, MIN, Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Scale, Sweep
+from abacus_ray.sweep import CPU_SCALE, Scale, Sweep
 
 SWEEP = Sweep(
     name="fig10_k",
@@ -34,11 +34,9 @@ SWEEP = Sweep(
             "task.train_max_len": 5,
             "model.layers": 2,
             "model.recurrences": 1,
-            "train.max_steps": 1500,
+            **CPU_SCALE,
             "train.global_batch": 64,
             "train.micro_batch": 64,
-            "train.budget_hours": None,
-            **SHARE_CORES,
             "eval.per_cell": 300,
         },
         axes={"model.max_k": [1, 12]},
