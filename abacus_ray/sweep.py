@@ -32,8 +32,8 @@ MAX_TRIALS = 1_000
 SHARE_CORES = {"cluster.cpus_per_worker": 0.98}
 # What a figure trains at CPU scale unless its module says otherwise: 1,500 steps and no wall-clock
 # cap, so the schedule follows the step count alone and a rerun trains the same weights (the tiny
-# preset's 0.1 device-hour cap leads while start-up time outweighs the first steps: docs/fidelity.md,
-# "A killed run, rerun"), cores shared (the settings tried: docs/results.md, "Summary").
+# preset's 0.1 device-hour cap leads while start-up time outweighs the first steps:
+# docs/fidelity.md, "A killed run, rerun"); cores shared (the settings tried: docs/results.md).
 CPU_SCALE = {"train.max_steps": 1500, "train.budget_hours": None, **SHARE_CORES}
 
 
