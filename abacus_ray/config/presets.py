@@ -27,7 +27,9 @@ def _tiny() -> ExperimentConfig:
     k = 3 x the training length), with lr 1e-3, the rate at which this post-LN model learns
     reliably in that many steps (calibration and timings: docs/results.md, "Machine, software,
     method").
-    The 6-minute device-time cap only binds when many trials share the cores (e.g. `make demo`).
+    The 6-minute device-time cap binds when many trials share the cores, and in the first steps
+    while start-up outweighs them, so a run under it is not bit-reproducible; the figures' CPU-scale
+    sweeps drop it (`sweep.CPU_SCALE`).
     It trains on CPUs wherever it runs (`cluster.use_gpu=false`; the paper preset's is automatic).
     """
     return ExperimentConfig(
