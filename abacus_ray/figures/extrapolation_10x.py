@@ -19,7 +19,7 @@ validated at 6, 8, 10 and 12 digits, scored on the diagonal to 40 digits.
 
 from abacus_ray.config.model import looped, standard_ii
 from abacus_ray.evaluation.claims import Arm, Cells, Claim
-from abacus_ray.sweep import SHARE_CORES, Scale, Search, Sweep
+from abacus_ray.sweep import SHARE_CORES, STEPS_ONLY, Scale, Search, Sweep
 
 SWEEP = Sweep(
     name="extrapolation_10x",
@@ -55,7 +55,7 @@ SWEEP = Sweep(
             "eval.validation_lengths": [6, 8, 10, 12],
             "eval.validation_per_cell": 50,
             "eval.per_cell": 100,
-            "train.budget_hours": None,
+            **STEPS_ONLY,
             **SHARE_CORES,
         },
         variants=[standard_ii(2), looped(1, 2)],
