@@ -50,6 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         f"{len(paper_sweeps())})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="config override for every trial of every sweep (repeatable)")
+    p.add_argument("--seeds", type=int, default=None, metavar="N",
+                   help="training seeds per configuration in every sweep (default: each figure's "
+                        "tiny scale, one); at 2 or more a verdict needs the seed spread to "
+                        "separate too")
     p.add_argument("--num-cpus", type=int, default=None,
                    help="CPUs for the embedded local Ray (default: all)")
     p.add_argument("--dry-run", action="store_true",
@@ -76,6 +80,8 @@ def sweep_flags(args: argparse.Namespace) -> list[str]:
     flags = ["--preset", SCALE]
     for override in args.overrides:
         flags += ["--set", override]
+    if args.seeds is not None:
+        flags += ["--seeds", str(args.seeds)]
     if args.num_cpus is not None:
         flags += ["--num-cpus", str(args.num_cpus)]
     return flags

@@ -100,6 +100,8 @@ class Claim:
     best: bool = False  # threshold: each arm's best model decides (a search's claim)
     within: tuple[str, ...] = ()  # columns held equal: the claim must hold in every group
     score: str = "exact"
+    # below a threshold: the paper's contrast in the same sweep, which must lie above it
+    control: Arm | None = None
 
     def __post_init__(self) -> None:
         if bool(self.pairs) == (self.threshold is not None) or bool(self.arms) != (
