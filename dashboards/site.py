@@ -26,9 +26,12 @@ from dashboards.timeline import gantt, load_timeline, timeline_section
 INDEX, PAPER = "index.html", "paper.html"
 # A sweep's figure claim from its name and rows (`abacus_ray.cli.summary.claim_for`), None: no claim
 ClaimOf = Callable[[str, pd.DataFrame], Claim | None]
-CLAIMS_NOTE = ("Each figure's claim, judged on its sweep's results: shown or contradicted where "
-               "the 95 % intervals separate, else not shown at this scale. Paper: what the paper "
-               "reports for the same arms and cells; Ours: the rates and intervals that decide.")
+CLAIMS_NOTE = ("Each figure's claim, judged on its sweep's results: not learned at this scale "
+               "where an arm's in-distribution exact match is under 90 % (nothing compared); "
+               "else shown or contradicted where the 95 % intervals (and, at several seeds, the "
+               "seed spreads) separate; else not shown at this scale. Paper: what the paper "
+               "reports for the same arms and cells; Ours: each arm's ID rate, then the rates and "
+               "intervals that decide.")
 SCRIPTS = ("plotly.min.js", "dashboard.js")
 PAPER_SCRIPTS = ("plotly.min.js", "paper.js")
 
@@ -257,7 +260,8 @@ def sweep_verdicts(data: SiteData, claim_of: ClaimOf) -> list[tuple[str, Verdict
         sub = data.cells[data.cells["sweep"] == name]
         claim = claim_of(name, sub)
         if claim is not None:
-            out.append((name, judge(claim, sub)))
+            paper = "preset" in sub.columns and set(sub["preset"].dropna()) == {"paper"}
+            out.append((name, judge(claim, sub, paper_scale=paper)))
     return out
 
 

@@ -1,6 +1,6 @@
 """Every figure's claim and its verdict (abacus_ray/evaluation/claims.py): comparisons and
-thresholds on made-up cell tables (pure pandas, no training), the seed-spread rule, Fig. 10's
-offsets, every figure module's claim against its own sweep's expansion, and `abacus-ray summary`'s
+thresholds on made-up cell tables (pure pandas, no training), the learned floor, paper-scale
+thresholds and positive controls, the seed-spread rule, Fig. 10's offsets, every figure module's claim against its own sweep's expansion, and `abacus-ray summary`'s
 Conclusion line and table."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from abacus_ray.evaluation.claims import (
     CONTRADICTED,
     MAX,
     MIN,
+    NOT_LEARNED,
     NOT_SHOWN,
     SHOWN,
     Arm,
@@ -91,7 +92,8 @@ def test_a_comparison_is_shown_where_the_intervals_separate_in_its_direction():
     v = judge(VERSUS, rows)
     assert v.verdict == SHOWN
     assert (
-        "Abacus 60.0 % [56.9, 63.0] (600/1,000) vs FIRE 2.0 % [1.3, 3.1] (20/1,000)" in v.evidence
+        "Abacus (ID 100.0 %) 60.0 % [56.9, 63.0] (600/1,000) vs FIRE (ID 100.0 %) 2.0 % [1.3, 3.1] "
+        "(20/1,000)" in v.evidence
     )
     assert v.line().startswith("Conclusion (Fig. 3): Abacus beats FIRE: shown — OOD: ")
     assert "(paper:" not in v.line()  # a claim without the paper's value says nothing of it
@@ -109,7 +111,7 @@ def test_a_comparison_is_contradicted_where_they_separate_the_other_way():
     )
     assert (
         v.verdict == CONTRADICTED
-        and "Abacus 2.0 %" in v.evidence
+        and "Abacus (ID 100.0 %) 2.0 %" in v.evidence
         and "(intervals separate)" in v.evidence
     )
 
@@ -140,27 +142,99 @@ def test_a_missing_arm_or_region_is_not_shown_and_named():
 
 
 @pytest.mark.parametrize(
-    ("correct", "per_cell", "verdict"),
+    ("correct", "per_cell", "paper_scale", "verdict"),
     [
-        (95, 100, SHOWN),  # 950 of 1,000: the interval lies above 90 %
-        (50, 100, CONTRADICTED),  # under it
-        (9, 10, NOT_SHOWN),  # 90 of 100: the interval straddles it
+        (95, 100, False, SHOWN),  # 950 of 1,000: the interval lies above 90 %
+        (50, 100, True, CONTRADICTED),  # under it, at the scale the threshold comes from
+        (50, 100, False, NOT_SHOWN),  # under it at a smaller scale: a paper-scale bar, missed
+        (9, 10, True, NOT_SHOWN),  # 90 of 100: the interval straddles it
     ],
 )
-def test_a_threshold_claim(correct, per_cell, verdict):
+def test_a_threshold_claim(correct, per_cell, paper_scale, verdict):
     v = judge(
-        AT_LEAST, _table(_model(_ood(correct), per_cell=per_cell, **{"model.positions": "abacus"}))
+        AT_LEAST, _table(_model(_ood(correct), per_cell=per_cell, **{"model.positions": "abacus"})),
+        paper_scale=paper_scale,
     )
     assert v.verdict == verdict and "against >= 90 %" in v.evidence
-
-
-def test_a_threshold_below():
-    claim = Claim(
-        "Fig. 21", "hints stay low", OOD, arms=(Arm("every model"),), threshold=0.25, below=True
+    assert ("a paper-scale threshold missed at this scale" in v.evidence) == (
+        correct == 50 and not paper_scale
     )
-    low = judge(claim, _table(_model(_ood(5), **{"model.positions": "fire"})))
-    high = judge(claim, _table(_model(_ood(60), **{"model.positions": "fire"})))
+
+
+BELOW = Claim(
+    "Fig. 21", "hints stay low", OOD, arms=(embedding("fire"),), threshold=0.25, below=True,
+    control=embedding("abacus"),
+)
+
+
+def test_a_threshold_below_needs_its_positive_control_above_it():
+    with pytest.raises(ValueError, match="needs a control arm"):
+        Claim("Fig. 21", "stays low", OOD, arms=(Arm("every model"),), threshold=0.25, below=True)
+    control = _model(_ood(60), **{"model.positions": "abacus"})
+    low = judge(BELOW, _table(_model(_ood(5), **{"model.positions": "fire"}), control))
+    high = judge(BELOW, _table(_model(_ood(60), **{"model.positions": "fire"}), control))
     assert (low.verdict, high.verdict) == (SHOWN, CONTRADICTED) and "against < 25 %" in low.evidence
+    assert "positive control Abacus (ID 100.0 %) 60.0 %" in low.evidence
+    # the contrast missing or under the threshold: low rates alone show nothing
+    weak = judge(BELOW, _table(_model(_ood(5), **{"model.positions": "fire"}),
+                               _model(_ood(10), **{"model.positions": "abacus"})))
+    assert weak.verdict == NOT_SHOWN and "not above it: the contrast is not shown" in weak.evidence
+    alone = judge(BELOW, _table(_model(_ood(5), **{"model.positions": "fire"})))
+    assert alone.verdict == NOT_SHOWN and "positive control: no results of Abacus" in alone.evidence
+
+
+def _unlearned(c: int, id_correct: int = 40, **columns) -> list[dict]:
+    """A model that solves `id_correct` of 100 in its ID cell and `c` of 100 in each OOD cell."""
+    return _model(_ood(c) | {(1, 1): id_correct}, **columns)
+
+
+def test_an_arm_below_the_learned_floor_decides_nothing_and_is_named():
+    # FIRE never learned its task: its OOD rate, even far above Abacus's, contradicts nothing
+    v = judge(VERSUS, _table(_model(_ood(2), **{"model.positions": "abacus"}),
+                             _unlearned(60, **{"model.positions": "fire"})))
+    assert v.verdict == NOT_LEARNED
+    assert "FIRE (ID 40.0 %) below the 90.0 % ID floor: nothing compared" in v.evidence
+    assert v.line().startswith("Conclusion (Fig. 3): Abacus beats FIRE: not learned at this scale")
+    # an untrained model under a below-threshold claim, and beside a learned control
+    v = judge(BELOW, _table(_unlearned(0, id_correct=0, **{"model.positions": "fire"}),
+                            _model(_ood(60), **{"model.positions": "abacus"})))
+    assert v.verdict == NOT_LEARNED and "FIRE (ID 0.0 %)" in v.evidence
+    v = judge(AT_LEAST, _table(_unlearned(95, id_correct=89, **{"model.positions": "abacus"})))
+    assert v.verdict == NOT_LEARNED
+    # an ID claim is about learning itself: no floor
+    on_id = dataclass_replace(VERSUS, cells=Cells("ID", view="id"))
+    v = judge(on_id, _table(_unlearned(0, id_correct=60, **{"model.positions": "abacus"}),
+                            _unlearned(0, id_correct=20, **{"model.positions": "fire"})))
+    assert v.verdict == SHOWN and "(ID " not in v.evidence
+
+
+def test_every_seed_of_an_arm_must_have_learned():
+    rows = _table(_model(_ood(60), seed=0, **{"model.positions": "abacus"}),
+                  _unlearned(60, id_correct=80, seed=1, **{"model.positions": "abacus"}),
+                  _model(_ood(2), seed=0, **{"model.positions": "fire"}),
+                  _model(_ood(3), seed=1, **{"model.positions": "fire"}))
+    v = judge(VERSUS, rows)
+    assert v.verdict == NOT_LEARNED
+    assert "Abacus (ID 90.0 %, weakest of 2 models 80.0 %)" in v.evidence
+
+
+def test_an_arm_without_id_cells_is_not_judged_learned():
+    rows = _table(_model(_ood(60), **{"model.positions": "abacus"}),
+                  _model(_ood(2), **{"model.positions": "fire"}))
+    v = judge(VERSUS, rows[~((rows["i"] == 1) & (rows["j"] == 1))])
+    assert v.verdict == NOT_SHOWN and "whether Abacus learned its task is unknown" in v.evidence
+
+
+def test_an_arm_read_at_an_eval_setting_is_judged_learned_at_the_models_best():
+    """Fig. 15: the first recurrence of a learned looped model is a reading, not a model."""
+    claim = figures.claim("fig15_recurrence_outputs")
+    last = _model({(1, 1): 20, (12, 12): 15}, per_cell=20, **{"model.positions": "abacus"})
+    last = [r | {"recurrences": 4} for r in last]
+    first = [r | {"recurrences": 1, "n_correct": c, "n_first_correct": c}
+             for r, c in zip(last, (2, 0), strict=True)]
+    v = judge(claim, _table(last, first))
+    assert v.verdict == SHOWN, v.evidence
+    assert "first recurrence (recurrences = 1) (ID 100.0 %) 0.0 %" in v.evidence
 
 
 def test_the_best_model_decides_a_best_of_threshold():
@@ -175,7 +249,7 @@ def test_the_best_model_decides_a_best_of_threshold():
     rows = _table(_model(_ood(97), max_k=30), _model(_ood(10), max_k=10))
     assert judge(claim, rows).verdict == SHOWN
     assert (
-        judge(dataclass_replace(claim, best=False), rows).verdict == CONTRADICTED
+        judge(dataclass_replace(claim, best=False), rows, paper_scale=True).verdict == CONTRADICTED
     )  # pooled: 53.5 %
 
 
@@ -201,7 +275,7 @@ def test_with_seeds_the_seed_spread_must_separate_too():
     v = judge(VERSUS, _table(arm("abacus", (90, 50)), arm("fire", (35, 5))))
     assert v.verdict == SHOWN
     v = judge(
-        AT_LEAST, _table(arm("abacus", (99, 85)))
+        AT_LEAST, _table(arm("abacus", (99, 85))), paper_scale=True
     )  # pooled 92 % [90.7, 93.1], one seed at 85 %
     assert v.verdict == NOT_SHOWN and "over seeds 85.0 %-99.0 %" in v.evidence
 
@@ -230,9 +304,9 @@ def test_picks_resolve_among_the_rows_left_and_within_groups_must_all_hold():
     v = judge(claim, rows)
     assert (
         v.verdict == SHOWN
-        and "positions = abacus: longest (train_max_len = 5) 80.0 %" in v.evidence
+        and "positions = abacus: longest (train_max_len = 5) (ID 100.0 %) 80.0 %" in v.evidence
     )
-    assert "shortest (train_max_len = 3) 10.0 %" in v.evidence
+    assert "shortest (train_max_len = 3) (ID 100.0 %) 10.0 %" in v.evidence
     fire = _table(
         _model(_ood(10), n_train=5, **{"model.positions": "fire"}),
         _model(_ood(12), n_train=3, **{"model.positions": "fire"}),
@@ -261,8 +335,9 @@ def test_fig10_compares_the_offsets_between_their_trained_positions_ends():
     assert v.verdict == SHOWN
     assert (
         "i = j: at 7-17 digits, past k = 1's trained positions, before k = 12's: "
-        "largest k (max_k = 12) "
-        "25.0 % [23.6, 26.5] (825/3,300) vs smallest k (max_k = 1) 0.0 % [0.0, 0.1] (0/3,300)"
+        "largest k (max_k = 12) (ID 99.0 %) "
+        "25.0 % [23.6, 26.5] (825/3,300) vs smallest k (max_k = 1) (ID 99.0 %) 0.0 % [0.0, 0.1] "
+        "(0/3,300)"
     ) in v.evidence
     assert v.line().startswith(
         "Conclusion (Fig. 10): a larger Abacus offset k solves lengths past where"

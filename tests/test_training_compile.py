@@ -109,3 +109,35 @@ def test_compile_default_is_on_for_cuda_and_off_elsewhere():
     assert resolved_compile(True, "cpu") and not resolved_compile(False, "cuda")
     assert preset("tiny", ["train.compile=false"]).train.compile is False
     assert preset("tiny", ["train.compile=null"]).train.compile is None
+
+
+def test_randomised_fire_trains_eager_whatever_the_compile_setting():
+    """Its positions are drawn at the batch's width inside the block; a compiled block's padding would
+    give the real tokens other positions, so compiling would change the model, not only its speed."""
+    assert not resolved_compile(None, "cuda", randomised_fire=True)
+    with pytest.raises(ValueError, match="^train.compile: randomised FIRE"):
+        preset("tiny", ["model.positions=fire", "model.fire_max_length=64", "train.compile=true"])
+    assert preset("tiny", ["model.positions=fire", "model.fire_max_length=64"]).train.compile is None
+
+
+@pytest.mark.slow  # torch.compile (an eager backend: only Dynamo's tracing and the padding count)
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_compiling_trains_the_same_objective_as_eager(monkeypatch, reduction):
+    """`train.compile` is execution-only: a compiled block trains on batches padded to the task's
+    longest line, eager on batches padded to their own longest row. Under `loss_reduction=none` the
+    loss used to be divided by that padded width, so compiling reweighted every batch (Fig. 6); now
+    both divide by the task's longest line and the same micro-batches give the same losses."""
+    torch._dynamo.reset()
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile",
+                        lambda fn, **kw: real(fn, **{**kw, "backend": lambda gm, _: gm.forward}))
+    # 1 x 1: no progressive loss, so both runs draw the same depths; size-5 lines vary in width.
+    # A learning rate of 1e-12 keeps the weights where they start (Adam's first steps move a weight
+    # by about lr whatever its gradient, so float noise in near-zero gradients would otherwise move
+    # both runs apart): each step's loss is then that micro-batch's loss under the one objective.
+    same = [*LONG_RUN[:5], "model.recurrences=1", *LONG_RUN[5:7], "train.lr=1e-12", *LONG_RUN[9:13],
+            "train.max_steps=6", f"train.loss_reduction={reduction}"]
+    eager = train(preset("tiny", [*same, "train.compile=false"]))
+    compiled = train(preset("tiny", [*same, "train.compile=true"]))
+    torch.testing.assert_close(torch.tensor(compiled.losses), torch.tensor(eager.losses),
+                               rtol=1e-5, atol=0)

@@ -11,8 +11,8 @@ RESULTS is a results directory, a sweep root (holding `results/`) or a storage r
 sweeps, as for `dashboard`.
 
 Where the results are a figure's sweep, the table is followed by that figure's `Conclusion:` line:
-its claim (`abacus_ray/figures/`) shown, contradicted or not shown at this scale, with the numbers
-and intervals that decide it. Of a storage root, a Markdown table follows instead, one row per
+its claim (`abacus_ray/figures/`) shown, contradicted, not shown at this scale or not learned at
+this scale, with each arm's ID rate and the numbers and intervals that decide it. Of a storage root, a Markdown table follows instead, one row per
 sweep: sweep, figure, claim, paper (what the paper reports for the same arms and cells), verdict,
 evidence, scale (the preset in its `sweep.json`), trials (models evaluated / trials declared).
 """
@@ -93,11 +93,13 @@ def claim_for(sweep: str | None, cells: pd.DataFrame) -> Claim | None:
 
 
 def verdict(results: Location, cells: pd.DataFrame) -> Verdict | None:
-    """The verdict of the figure claim that `results` answer, or None where
-    no figure claims them."""
+    """The verdict of the figure claim that `results` answer, or None where no figure claims them;
+    judged at the scale the sweep ran at (a paper-scale threshold binds only there)."""
     sweep = SweepDir.holding(results)
     claim = claim_for(sweep.name if sweep is not None else None, cells)
-    return judge(claim, cells) if claim is not None else None
+    if claim is None:
+        return None
+    return judge(claim, cells, paper_scale=scale_of(_sweep_record(results), cells) == "paper")
 
 
 def sweep_conclusion(results: Location) -> str | None:

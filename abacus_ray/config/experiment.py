@@ -40,6 +40,10 @@ class ExperimentConfig:
                   f"{m.abacus_table} rows cannot hold max_k={m.max_k} + "
                   f"{t.longest_digit_run}-digit training runs (+ row 0); "
                   f"set model.abacus_table >= {need}")
+        check(not (self.train.compile and m.fire_max_length), "train.compile",
+              "randomised FIRE (model.fire_max_length > 0) draws its positions at the batch's "
+              "width, and a compiled block pads batches: it would train other positions; leave "
+              "train.compile unset (eager) for this model")
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)

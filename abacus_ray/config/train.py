@@ -27,10 +27,18 @@ def resolved_precision(name: str, device_type: str, *, evaluation: bool = False)
     return name
 
 
-def resolved_compile(compile_block: bool | None, device_type: str) -> bool:
+def resolved_compile(compile_block: bool | None, device_type: str,
+                     randomised_fire: bool = False) -> bool:
     """The one `train.compile` rule: None (the default) compiles the recurrent block on CUDA, where
     it fuses the residual adds, LayerNorms and casts around the matmuls, and stays eager on CPU,
-    where a compile is slow to pay back and the default's numerics stay those of eager."""
+    where a compile is slow to pay back and the default's numerics stay those of eager.
+
+    A compiled block trains on batches padded to one width. Randomised FIRE draws its positions at
+    the batch's width inside the block, so padding would change which positions the real tokens
+    get: such a model trains eager (and `ExperimentConfig` refuses `train.compile=true` for it).
+    """
+    if randomised_fire:
+        return False
     if compile_block is None:
         return device_type == "cuda"
     return compile_block

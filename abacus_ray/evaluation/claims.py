@@ -8,15 +8,27 @@ Abacus offset's trained positions), and what counts as shown:
 * a comparison (`pairs`): in every pair the first arm's rate lies above the second's;
 * a threshold (`arms` + `threshold`): every arm's rate lies at or above it (or, `below`, under it).
 
-A rate is pooled over the arm's cells (correct / problems) with its Wilson 95 % interval. A claim is
-**shown** where the intervals separate in its direction, **contradicted** where they separate the
-other way, and **not shown at this scale** where they overlap or an arm or cell is missing. Where
-every arm holds two or more training seeds, the seed spread must separate too (each seed's pooled
-rate: the lowest of one arm above the highest of the other), because a training seed moves a rate by
-more than the evaluation's sampling error does. The verdict and the numbers that decide it form the
-sweep's `Conclusion:` line, with what the paper reports for the same arms and cells (`paper`) beside
-them. Pandas is imported only where a verdict is computed, so that a figure module declaring its
-claim stays cheap to import.
+A rate is pooled over the arm's cells (correct / problems) with its Wilson 95 % interval. Four
+verdicts, each never stronger than its evidence:
+
+* **not learned at this scale**: an arm of a claim about out-of-distribution cells has a model
+  whose in-distribution exact match lies below `LEARNED_FLOOR`; a comparison between models that
+  never learned their task decides nothing, so nothing is compared (the arm and its ID rate are
+  named);
+* **shown**: the intervals separate in the claim's direction; a claim that a rate stays below a
+  threshold needs its `control` (the paper's contrast, trained in the same sweep) above it;
+* **contradicted**: among arms that learned, a comparison's intervals separate the other way, or a
+  rate clearly breaks a below-threshold claim. An at-least threshold comes from the paper's
+  numbers, so missing it contradicts only at the paper's scale;
+* **not shown at this scale**: anything else (intervals overlap, a paper-scale threshold missed at a
+  smaller scale, an arm or cell missing).
+
+Where every arm holds two or more training seeds, the seed spread must separate too (each seed's
+pooled rate: the lowest of one arm above the highest of the other), because a training seed moves a
+rate by more than the evaluation's sampling error does. The verdict and the numbers that decide it,
+each arm's ID rate beside its rate on the claim's cells, form the sweep's `Conclusion:` line, with
+what the paper reports for the same arms and cells (`paper`) beside them. Pandas is imported only
+where a verdict is computed, so that a figure module declaring its claim stays cheap to import.
 """
 
 from __future__ import annotations
@@ -30,6 +42,15 @@ if TYPE_CHECKING:
 SHOWN = "shown"
 CONTRADICTED = "contradicted"
 NOT_SHOWN = "not shown at this scale"
+NOT_LEARNED = "not learned at this scale"
+VERDICTS = (SHOWN, CONTRADICTED, NOT_SHOWN, NOT_LEARNED)
+# The in-distribution exact match every model of an arm must reach before its out-of-distribution
+# cells are compared. The paper's models are near 100 % ID; 90 % is the share this project has called
+# "learned" since its first tiny runs (docs/results.md, the demo).
+LEARNED_FLOOR = 0.9
+# Result columns that are evaluation settings, not models: an arm picked by one (Fig. 15's first
+# recurrence) is a reading of a model, whose learning is judged at its best setting.
+EVAL_SETTINGS = ("recurrences",)
 # What a rate counts: exact match, or the first answer token alone (Table 2's "min. elem. only")
 SCORES = {"exact": "n_correct", "first": "n_first_correct"}
 K = "model.max_k"
@@ -119,14 +140,27 @@ class Claim:
         if self.cells.past_positions and not self.pairs:
             raise ValueError(f"{self.figure}: past_positions compares two Abacus arms (pairs)")
 
+        if self.below and self.control is None:
+            raise ValueError(f"{self.figure}: a claim that rates stay below a threshold needs a "
+                             "control arm (the paper's contrast) above it, or an untrained model "
+                             "would show it")
+        if self.control is not None and not self.below:
+            raise ValueError(f"{self.figure}: a control arm belongs to a below-threshold claim")
+
     def all_arms(self) -> tuple[Arm, ...]:
-        return tuple(a for pair in self.pairs for a in pair) + self.arms
+        return (tuple(a for pair in self.pairs for a in pair) + self.arms
+                + ((self.control,) if self.control is not None else ()))
+
+    @property
+    def checks_learning(self) -> bool:
+        """Whether arms must have learned first: every claim but one about ID cells themselves."""
+        return self.cells.view != "id"
 
 
 @dataclass(frozen=True)
 class Verdict:
     claim: Claim
-    verdict: str  # SHOWN, CONTRADICTED or NOT_SHOWN
+    verdict: str  # one of VERDICTS
     evidence: str
 
     def line(self) -> str:
@@ -139,8 +173,26 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Learned:
+    """An arm's in-distribution exact match: pooled over its models, and its weakest model's (each
+    model at its best evaluation setting)."""
+
+    hit: int
+    n: int
+    lowest: float
+    models: int
+
+    def reaches(self, floor: float) -> bool:
+        return self.lowest >= floor
+
+    def text(self) -> str:
+        weakest = f", weakest of {self.models} models {pct(self.lowest)}" if self.models > 1 else ""
+        return f"ID {pct(self.hit / self.n)}{weakest}"
+
+
+@dataclass(frozen=True)
 class Rate:
-    """An arm's pooled rate and interval, and its per-seed rates."""
+    """An arm's pooled rate and interval, its per-seed rates and (where checked) its ID rate."""
 
     label: str
     hit: int
@@ -148,14 +200,16 @@ class Rate:
     lo: float
     hi: float
     seeds: tuple[float, ...]
+    learned: Learned | None = None
 
     @property
     def p(self) -> float:
         return self.hit / self.n
 
     def text(self) -> str:
+        ident = f" ({self.learned.text()})" if self.learned is not None else ""
         return (
-            f"{self.label} {pct(self.p)} [{100 * self.lo:.1f}, {100 * self.hi:.1f}] "
+            f"{self.label}{ident} {pct(self.p)} [{100 * self.lo:.1f}, {100 * self.hi:.1f}] "
             f"({self.hit:,}/{self.n:,})"
         )
 
@@ -164,8 +218,10 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def judge(claim: Claim, cells: pd.DataFrame) -> Verdict:
-    """The claim's verdict on `cells` (result rows of one sweep) with the numbers that decide it."""
+def judge(claim: Claim, cells: pd.DataFrame, *, paper_scale: bool = False) -> Verdict:
+    """The claim's verdict on `cells` (result rows of one sweep) with the numbers that decide it.
+    `paper_scale`: the sweep ran at the scale the paper's thresholds come from, so missing one
+    contradicts the claim instead of leaving it not shown."""
     if cells.empty:
         return Verdict(claim, NOT_SHOWN, "no result rows")
     missing = sorted(
@@ -185,19 +241,30 @@ def judge(claim: Claim, cells: pd.DataFrame) -> Verdict:
     outcomes: list[tuple[str, str]] = []
     for key, group in groups:
         prefix = ", ".join(f"{_short(c)} = {v}" for c, v in zip(claim.within, key, strict=True))
-        for verdict, text in _group_outcomes(claim, group):
+        for verdict, text in _group_outcomes(claim, group, paper_scale):
             outcomes.append((verdict, f"{prefix}: {text}" if prefix else text))
-    verdicts = {v for v, _ in outcomes}
-    verdict = (
-        CONTRADICTED if CONTRADICTED in verdicts else SHOWN if verdicts == {SHOWN} else NOT_SHOWN
-    )
-    return Verdict(claim, verdict, f"{claim.cells.label}: " + "; ".join(t for _, t in outcomes))
+    return Verdict(claim, overall({v for v, _ in outcomes}),
+                   f"{claim.cells.label}: " + "; ".join(t for _, t in outcomes))
 
 
-def _group_outcomes(claim: Claim, group: pd.DataFrame) -> list[tuple[str, str]]:
+def overall(verdicts: set[str]) -> str:
+    """One verdict from its parts': any contradiction (among arms that learned) stands; shown needs
+    every part shown; otherwise an arm that never learned explains it before anything else."""
+    if CONTRADICTED in verdicts:
+        return CONTRADICTED
+    if verdicts == {SHOWN}:
+        return SHOWN
+    return NOT_LEARNED if NOT_LEARNED in verdicts else NOT_SHOWN
+
+
+def _group_outcomes(claim: Claim, group: pd.DataFrame,
+                    paper_scale: bool) -> list[tuple[str, str]]:
     if claim.pairs:
         return [_compare(claim, group, a, b) for a, b in claim.pairs]
-    return [_against_threshold(claim, group, arm) for arm in claim.arms]
+    out = [_against_threshold(claim, group, arm, paper_scale) for arm in claim.arms]
+    if claim.control is not None:
+        out.append(_control(claim, group, claim.control))
+    return out
 
 
 def select(rows: pd.DataFrame, arm: Arm) -> tuple[pd.DataFrame, str]:
@@ -274,7 +341,7 @@ def _window(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
     return a, b, f"at {span} digits, past k = {kb}'s trained positions, before k = {ka}'s"
 
 
-def rate(rows: pd.DataFrame, label: str, score: str) -> Rate:
+def rate(rows: pd.DataFrame, label: str, score: str, learned: Learned | None = None) -> Rate:
     """The pooled rate of `rows` with its Wilson interval, and each training seed's pooled rate."""
     from abacus_ray.evaluation.aggregate import wilson_interval
 
@@ -285,7 +352,24 @@ def rate(rows: pd.DataFrame, label: str, score: str) -> Rate:
     if "seed" in rows.columns and rows["seed"].nunique() > 1:
         by = rows.assign(_hit=hits).groupby("seed")[["_hit", "n"]].sum()
         seeds = tuple(float(h / m) for h, m in zip(by["_hit"], by["n"], strict=True))
-    return Rate(label, hit, n, lo, hi, seeds)
+    return Rate(label, hit, n, lo, hi, seeds, learned)
+
+
+def learned(group: pd.DataFrame, arm: Arm, arm_rows: pd.DataFrame) -> Learned | None:
+    """The in-distribution exact match of the models in `arm_rows` (an arm's rows in `group`): the
+    arm's selection but its evaluation settings, each model at its best setting. None where no ID
+    cell of them was evaluated."""
+    where = {c: v for c, v in arm.where.items() if c not in EVAL_SETTINGS}
+    rows, _ = select(group, Arm(arm.label, where))
+    rows = in_cells(rows[rows["model_id"].isin(set(arm_rows["model_id"]))], Cells("ID", view="id"))
+    if rows.empty:
+        return None
+    settings = ["model_id", *(c for c in EVAL_SETTINGS if c in rows.columns)]
+    by = rows.groupby(settings)[["n_correct", "n"]].sum()
+    by["p"] = by["n_correct"] / by["n"]
+    best = by.sort_values("p", kind="stable").groupby(level="model_id").tail(1)
+    return Learned(int(best["n_correct"].sum()), int(best["n"].sum()), float(best["p"].min()),
+                   len(best))
 
 
 def _arm_rows(group: pd.DataFrame, arm: Arm) -> tuple[pd.DataFrame, str, str | None]:
@@ -293,6 +377,22 @@ def _arm_rows(group: pd.DataFrame, arm: Arm) -> tuple[pd.DataFrame, str, str | N
     if rows.empty:
         return rows, label, f"no results of {label} ({_where(arm)})"
     return rows, label, None
+
+
+def _unlearned(claim: Claim, rates: tuple[Rate, ...]) -> tuple[str, str] | None:
+    """NOT_LEARNED naming the arms below the floor, or NOT_SHOWN where an arm's ID cells are
+    missing; None where every arm learned or the claim is about ID cells."""
+    if not claim.checks_learning:
+        return None
+    unknown = [r.label for r in rates if r.learned is None]
+    if unknown:
+        return NOT_SHOWN, (f"whether {unknown[0]} learned its task is unknown: no in-distribution "
+                           "cell of it was evaluated")
+    short = [r for r in rates if r.learned is not None and not r.learned.reaches(LEARNED_FLOOR)]
+    if short:
+        names = " and ".join(f"{r.label} ({r.learned.text()})" for r in short)
+        return NOT_LEARNED, f"{names} below the {pct(LEARNED_FLOOR)} ID floor: nothing compared"
+    return None
 
 
 def _compare(claim: Claim, group: pd.DataFrame, arm_a: Arm, arm_b: Arm) -> tuple[str, str]:
@@ -304,6 +404,8 @@ def _compare(claim: Claim, group: pd.DataFrame, arm_a: Arm, arm_b: Arm) -> tuple
         return NOT_SHOWN, why
     if a.index.equals(b.index):
         return NOT_SHOWN, f"{label_a} and {label_b} are the same results: nothing to compare"
+    ids = ((learned(group, arm_a, a), learned(group, arm_b, b)) if claim.checks_learning
+           else (None, None))
     where = ""
     if claim.cells.past_positions:
         a, b, where = _window(a, b)
@@ -315,39 +417,77 @@ def _compare(claim: Claim, group: pd.DataFrame, arm_a: Arm, arm_b: Arm) -> tuple
         for rows, label in ((a, label_a), (b, label_b)):
             if rows.empty:
                 return NOT_SHOWN, f"no cell of {label} was evaluated"
-    ra, rb = rate(a, label_a, claim.score), rate(b, label_b, claim.score)
+    ra, rb = rate(a, label_a, claim.score, ids[0]), rate(b, label_b, claim.score, ids[1])
     up, down = ra.lo > rb.hi, rb.lo > ra.hi
     apart = "separate" if up or down else "overlap"
     text = f"{where}{ra.text()} vs {rb.text()} (intervals {apart})"
     if ra.seeds and rb.seeds:
         up, down = up and min(ra.seeds) > max(rb.seeds), down and min(rb.seeds) > max(ra.seeds)
         text += f"; over seeds {_spread(ra)} vs {_spread(rb)}"
+    if (short := _unlearned(claim, (ra, rb))) is not None:
+        return short[0], f"{text}; {short[1]}"
     return (SHOWN if up else CONTRADICTED if down else NOT_SHOWN), text
 
 
-def _against_threshold(claim: Claim, group: pd.DataFrame, arm: Arm) -> tuple[str, str]:
+def _threshold_rate(claim: Claim, group: pd.DataFrame, arm: Arm) -> tuple[Rate | None, str]:
+    """An arm's rate on the claim's cells (its best model's for a `best` claim), or why none."""
     rows, label, why = _arm_rows(group, arm)
     if why:
-        return NOT_SHOWN, why
-    rows = in_cells(rows, claim.cells)
-    if rows.empty:
-        return NOT_SHOWN, f"no cell of {label} was evaluated"
-    if claim.best:
-        key = "name" if "name" in rows.columns else "model_id"
-        rates = [
-            rate(g, f"{label} ({k})", claim.score) for k, g in rows.groupby(key, sort=True)
-        ]
-        r = max(rates, key=lambda x: (x.p, x.n))
-    else:
-        r = rate(rows, label, claim.score)
-    t = claim.threshold
+        return None, why
+    cells = in_cells(rows, claim.cells)
+    if cells.empty:
+        return None, f"no cell of {label} was evaluated"
+    if not claim.best:
+        ident = learned(group, arm, rows) if claim.checks_learning else None
+        return rate(cells, label, claim.score, ident), ""
+    key = "name" if "name" in cells.columns else "model_id"
+    rates = []
+    for k, g in cells.groupby(key, sort=True):
+        ident = (learned(group, arm, rows[rows[key] == k]) if claim.checks_learning else None)
+        rates.append(rate(g, f"{label} ({k})", claim.score, ident))
+    return max(rates, key=lambda x: (x.p, x.n)), ""
+
+
+def _side(r: Rate, t: float) -> tuple[bool, bool]:
+    """Whether `r` lies clearly at or above `t`, and clearly under it (every seed too)."""
     above, under = r.lo >= t, r.hi < t
     if r.seeds:
         above, under = above and min(r.seeds) >= t, under and max(r.seeds) < t
+    return above, under
+
+
+def _against_threshold(claim: Claim, group: pd.DataFrame, arm: Arm,
+                       paper_scale: bool) -> tuple[str, str]:
+    r, why = _threshold_rate(claim, group, arm)
+    if r is None:
+        return NOT_SHOWN, why
+    t = claim.threshold
+    above, under = _side(r, t)
     shown, against = (under, above) if claim.below else (above, under)
     text = r.text() + (f"; over seeds {_spread(r)}" if r.seeds else "")
     text += f" against {'<' if claim.below else '>='} {100 * t:g} %"
+    if (short := _unlearned(claim, (r,))) is not None:
+        return short[0], f"{text}; {short[1]}"
+    if against and not claim.below and not paper_scale:
+        return NOT_SHOWN, f"{text}, a paper-scale threshold missed at this scale"
     return (SHOWN if shown else CONTRADICTED if against else NOT_SHOWN), text
+
+
+def _control(claim: Claim, group: pd.DataFrame, arm: Arm) -> tuple[str, str]:
+    """A below-threshold claim's positive control: the paper's contrast, which must have learned
+    and lie clearly above the threshold, or the low rates show nothing."""
+    r, why = _threshold_rate(claim, group, arm)
+    if r is None:
+        return NOT_SHOWN, f"positive control: {why}"
+    t = claim.threshold
+    above, _ = _side(r, t)
+    text = (f"positive control {r.text()}"
+            + (f"; over seeds {_spread(r)}" if r.seeds else "") + f" against >= {100 * t:g} %")
+    if (short := _unlearned(claim, (r,))) is not None:
+        return short[0], f"{text}; {short[1]}"
+    if not above:
+        return NOT_SHOWN, f"{text}, not above it: the contrast is not shown"
+    return SHOWN, text
 
 
 def _spread(r: Rate) -> str:

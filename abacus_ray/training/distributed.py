@@ -79,21 +79,19 @@ def _collective_device(process_group: Any, device: torch.device) -> torch.device
     return device if dist.get_backend(process_group) == "nccl" else torch.device("cpu")
 
 
-def global_denominator(local: int, rows: int, seq_len: int, *, reduction: str, world: int,
-                       process_group: Any, device: torch.device) -> torch.Tensor | int:
+def global_denominator(local: int, *, reduction: str, world: int, process_group: Any,
+                       device: torch.device) -> torch.Tensor | int:
     """The loss denominator of the whole global micro-batch (see `objective.loss_denominator`).
 
-    `mean`: scored targets summed over ranks; `none`: B_global * (S_global - 1), S_global the
-    longest rank's padded length, as if one process had padded the global micro-batch. Without DDP:
-    `local`. The result stays on the device (no host synchronisation).
+    `mean`: scored targets summed over ranks; `none`: B_global * (S - 1), S the task's longest line,
+    the same on every rank, so no collective is needed. Without DDP: `local`. A summed result stays
+    on the device (no host synchronisation).
     """
     if process_group is None or world == 1:
         return local
-    value, op = ((local, dist.ReduceOp.SUM) if reduction == "mean"
-                 else (seq_len - 1, dist.ReduceOp.MAX))
-    t = torch.tensor([float(value)], dtype=torch.float32,
-                     device=_collective_device(process_group, device))
-    dist.all_reduce(t, op=op, group=process_group)
     if reduction != "mean":
-        t = t * (rows * world)
+        return local * world
+    t = torch.tensor([float(local)], dtype=torch.float32,
+                     device=_collective_device(process_group, device))
+    dist.all_reduce(t, op=dist.ReduceOp.SUM, group=process_group)
     return t.to(device, non_blocking=True)[0]

@@ -223,7 +223,7 @@ class _Session:
             unused = self.cfg.model.injection == "none" and self.cfg.model.recurrences > 1
             forward = wrap_ddp(module, self.device, self.process_group, find_unused=unused)
         fixed_len = None
-        if resolved_compile(self.tc.compile, self.device.type):
+        if resolved_compile(self.tc.compile, self.device.type, bool(self.cfg.model.fire_max_length)):
             module.compile_block()
             fixed_len = padded_length(self.cfg.task)
         return forward, fixed_len
@@ -416,6 +416,7 @@ class _Session:
         ids and the token count."""
         tc, device = self.tc, self.device
         batch = self.stream.batch(self.micro_index, self.mbs, self.rank, self.world)
+        width = batch.input_ids.shape[1]  # before a compiled block's padding
         if self.fixed_len is not None:
             batch = pad_batch(batch, self.fixed_len)
         calls = plan_calls(
@@ -431,11 +432,10 @@ class _Session:
         # each rank's loss is its share of the global micro-batch's loss (the gradient all-reduce
         # averages)
         local = loss_denominator(batch.input_ids, batch.target_mask, reduction=tc.loss_reduction,
-                                 mask_before_equals=tc.mask_before_equals)
+                                 mask_before_equals=tc.mask_before_equals,
+                                 line_length=padded_length(self.cfg.task))
         denom = global_denominator(
             local,
-            self.mbs,
-            ids.shape[1],
             reduction=tc.loss_reduction,
             world=self.world,
             process_group=self.process_group,
@@ -446,6 +446,8 @@ class _Session:
             ddp = isinstance(self.forward, DistributedDataParallel)
             no_sync = self.forward.no_sync() if ddp and not last else contextlib.nullcontext()
             extra = {} if call.abacus_offset is None else {"abacus_offset": call.abacus_offset}
+            if ids.shape[1] > width:  # padded: the real tokens' noise as eager draws it
+                extra["noise"] = self.padded_noise(ids.shape[0], width, ids.shape[1])
             with no_sync:
                 with self.precision.autocast():
                     logits = self.forward(ids, recurrences=call.n + call.k,
@@ -459,6 +461,13 @@ class _Session:
                 self.working.collect()
             loss_sum += ce.detach() * call.weight
         return ids, int(batch.lengths.sum())
+
+    def padded_noise(self, rows: int, width: int, padded: int) -> torch.Tensor:
+        """The initial recurrent state of a padded batch: drawn at the batch's own width, from the
+        same RNG at the same point as an eager forward draws it, then zero-padded, so that a compiled
+        block trains the real tokens on the noise eager training gives them."""
+        state = _unwrapped(self.forward).initial_state(rows, width, device=self.device)
+        return torch.nn.functional.pad(state, (0, 0, 0, padded - width))
 
     def count_step(
         self, accum: int, step_loss: float, tokens_all: int, positions: int, seq_sum: int

@@ -6,8 +6,9 @@ after the `=`: the answer digits and the EOS. Reductions:
 * `mean`: token mean over the scored targets of the micro-batch (the default);
 * `none`: the official code's per-token loss averaged over the whole padded length S-1, then over
   the batch, i.e. sum(scored CE) / (B * (S-1)) (multiplication). The official tensors were padded to
-  the dataset's longest line; ours to the batch's longest row, which for the stratified stream is
-  the same length whenever the batch holds the longest (i, j) pair.
+  the dataset's longest line, so S is a constant of the task: the training loop passes that length
+  (`tasks.stream.padded_length`), never the batch's own width, so that eager batches (padded to
+  their longest row) and compiled ones (padded to the task's longest line) train one objective.
 """
 
 from __future__ import annotations
@@ -30,14 +31,17 @@ def scored_targets(input_ids: torch.Tensor, target_mask: torch.Tensor | None,
 
 
 def loss_denominator(input_ids: torch.Tensor, target_mask: torch.Tensor | None, *,
-                     reduction: str = "mean", mask_before_equals: bool = True) -> int:
+                     reduction: str = "mean", mask_before_equals: bool = True,
+                     line_length: int | None = None) -> int:
     """What `reduction` divides the summed CE by: the scored targets (`mean`) or B * (S-1)
-    (`none`)."""
+    (`none`), S the dataset's longest line in tokens (`line_length`; without it, the batch's
+    width)."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction: {reduction!r} is not one of {', '.join(REDUCTIONS)}")
     if reduction == "mean":
         return int(scored_targets(input_ids, target_mask, mask_before_equals).sum())
-    return input_ids.shape[0] * (input_ids.shape[1] - 1)
+    length = input_ids.shape[1] if line_length is None else line_length
+    return input_ids.shape[0] * (length - 1)
 
 
 def answer_loss(logits: torch.Tensor, input_ids: torch.Tensor, target_mask: torch.Tensor | None, *,
