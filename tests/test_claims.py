@@ -452,7 +452,7 @@ def test_summary_of_a_storage_root_prints_one_row_per_sweep(tmp_path, capsys):
     assert cli_main(["summary", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     table = (
-        out[out.index("| sweep | figure | claim | paper | verdict | evidence | scale | trials |") :]
+        out[out.index("| sweep | figure | claim | paper | verdict | evidence | per seed | scale | trials |") :]
         .strip()
         .splitlines()
     )
@@ -463,13 +463,14 @@ def test_summary_of_a_storage_root_prints_one_row_per_sweep(tmp_path, capsys):
     fig10 = figures.claim("fig10_k")
     assert rows["fig10_k"][2:4] == [fig10.text, fig10.paper] and fig10.paper
     assert "0.0 % [0.0, 0.1] (0/3,300)" in rows["fig10_k"][5] and rows["fig10_k"][6:] == [
+        "-",
         "tiny",
         "2/2 |",
     ]
     # a sweep root of another name is judged by the figure its rows name (fig10_k/...), at its own
     # scale
     assert (
-        rows["mine"][1] == "Fig. 10" and rows["mine"][4] == NOT_SHOWN and rows["mine"][6] == "paper"
+        rows["mine"][1] == "Fig. 10" and rows["mine"][4] == NOT_SHOWN and rows["mine"][7] == "paper"
     )
     assert (other / "sweep.json").exists() and "Conclusion (" not in out
 
@@ -478,7 +479,7 @@ def test_a_storage_root_of_one_sweep_gets_the_table_too(tmp_path, capsys):
     _write_fig10_sweep(tmp_path / "fig10_k")
     assert cli_main(["summary", str(tmp_path)]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.startswith("| fig10_k | Fig. 10 | ") and last.endswith(" | tiny | 2/2 |")
+    assert last.startswith("| fig10_k | Fig. 10 | ") and last.endswith(" | - | tiny | 2/2 |")
 
 
 def test_the_dashboard_index_lists_each_sweeps_verdict_linked_to_its_page(tmp_path, capsys):
@@ -503,3 +504,31 @@ def test_the_dashboard_index_lists_each_sweeps_verdict_linked_to_its_page(tmp_pa
     assert "<td>not shown at this scale</td>" in rows[1]
     plain = build_site(on_disk(tmp_path), tmp_path / "plain").read_text()  # no claim finder: no section
     assert "<h2>Claims</h2>" not in plain and "<h2>Sweeps</h2>" in plain
+
+
+def test_a_reach_is_reported_over_seeds_never_as_the_best_seed(tmp_path, capsys):
+    from abacus_ray.evaluation.aggregate import reach_over_seeds
+
+    def seed(s: int, reach: int) -> list[dict]:
+        diag = {(n, n): (95 if n <= reach else 10) for n in range(1, 13)}
+        rows = _model(diag, seed=s, **{"model.positions": "abacus"})
+        return [r | {"name": f"fig/base_seed={s}"} for r in rows]
+
+    rows = _table(seed(0, 9), seed(1, 6), seed(2, 11))
+    spread = reach_over_seeds(rows.assign(name=rows["name"].str.replace(r"_seed=\d", "", regex=True)),
+                              ["name"])
+    assert spread[["reach_min", "reach_median", "reach_max", "runs"]].values.tolist() == [[6, 9, 11, 3]]
+    _write_fig10_sweep(tmp_path / "fig10_k")
+    assert cli_main(["summary", str(tmp_path / "fig10_k"), "--seeds", "--diagonal"]) == 0
+    out = capsys.readouterr().out
+    assert "reach_min  reach_median  reach_max  runs" in out
+
+
+def test_each_seeds_verdict_alone_shows_how_often_it_flips():
+    from abacus_ray.evaluation.claims import per_seed
+
+    rows = _table(*(_model(_ood(c), seed=s, **{"model.positions": "abacus"})
+                    for s, c in enumerate((60, 40, 3))),
+                  *(_model(_ood(2), seed=s, **{"model.positions": "fire"}) for s in range(3)))
+    assert per_seed(VERSUS, rows) == [(0, SHOWN), (1, SHOWN), (2, NOT_SHOWN)]
+    assert per_seed(VERSUS, rows[rows["seed"] == 0]) == []  # one seed: nothing to flip

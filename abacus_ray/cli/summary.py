@@ -14,20 +14,23 @@ Where the results are a figure's sweep, the table is followed by that figure's `
 its claim (`abacus_ray/figures/`) shown, contradicted, not shown at this scale or not learned at
 this scale, with each arm's ID rate and the numbers and intervals that decide it. Of a storage root, a Markdown table follows instead, one row per
 sweep: sweep, figure, claim, paper (what the paper reports for the same arms and cells), verdict,
-evidence, scale (the preset in its `sweep.json`), trials (models evaluated / trials declared).
+evidence, per seed (at two or more training seeds, each seed's verdict alone and how many differ
+from the pooled one), scale (the preset in its `sweep.json`), trials (models evaluated / trials
+declared).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from abacus_ray import figures, storage
 from abacus_ray.config import PRESETS, preset
-from abacus_ray.evaluation.claims import Claim, Verdict, judge
+from abacus_ray.evaluation.claims import Claim, Verdict, judge, per_seed
 from abacus_ray.evaluation.places import results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells_table
 from abacus_ray.storage import Location
@@ -56,8 +59,9 @@ def register(subparsers) -> None:
                    help="config column to show per model (repeatable; default: "
                         "name, model.positions)")
     p.add_argument("--seeds", action="store_true",
-                   help="mean, std, min, max over training seeds of models "
-                        "sharing every other label")
+                   help="mean, std, min, max over training seeds of models sharing every other "
+                        "label (a run's name counts without its seed); with --diagonal, the "
+                        "reach's min, median and max over those seeds")
     p.add_argument("--diagonal", action="store_true",
                    help="add, per model, the i = j diagonal's reach (longest length at >= 90 %%) "
                         "and the length from which every longer diagonal cell is 0 %% (Fig. 10)")
@@ -83,6 +87,11 @@ def read_places(results: Location) -> tuple[pd.DataFrame, list[tuple[Location, p
     ).to_pandas(), places
 
 
+def without_seed(name: object) -> object:
+    """A run's name without its `seed=N` part: the name its seeds share."""
+    return re.sub(r"_?seed=\d+", "", name) if isinstance(name, str) else name
+
+
 def claim_for(sweep: str | None, cells: pd.DataFrame) -> Claim | None:
     """The figure claim that a sweep's rows answer: the claim of the figure named `sweep`, else of
     the sweep the rows name (`name` = NAME/trial); None where no figure claims them."""
@@ -99,7 +108,22 @@ def verdict(results: Location, cells: pd.DataFrame) -> Verdict | None:
     claim = claim_for(sweep.name if sweep is not None else None, cells)
     if claim is None:
         return None
-    return judge(claim, cells, paper_scale=scale_of(_sweep_record(results), cells) == "paper")
+    return judge(claim, cells, paper_scale=_paper_scale(results, cells))
+
+
+def _paper_scale(results: Location, cells: pd.DataFrame) -> bool:
+    return scale_of(_sweep_record(results), cells) == "paper"
+
+
+def seed_verdicts(results: Location, cells: pd.DataFrame, found: Verdict) -> str:
+    """Each training seed's verdict alone (`seed 0: shown, ...` and how many differ from the
+    pooled one), or "-" for one seed."""
+    seeds = per_seed(found.claim, cells, paper_scale=_paper_scale(results, cells))
+    if not seeds:
+        return "-"
+    flips = sum(v != found.verdict for _, v in seeds)
+    return (", ".join(f"seed {s}: {v}" for s, v in seeds)
+            + f" ({flips} of {len(seeds)} unlike the pooled verdict)")
 
 
 def sweep_conclusion(results: Location) -> str | None:
@@ -135,8 +159,8 @@ def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
     """A Markdown table, one row per sweep: what its figure claims, what the paper reports and what
     its results decide."""
     lines = [
-        "| sweep | figure | claim | paper | verdict | evidence | scale | trials |",
-        "|---|---|---|---|---|---|---|---|",
+        "| sweep | figure | claim | paper | verdict | evidence | per seed | scale | trials |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for results, cells in places:
         record = _sweep_record(results)
@@ -149,9 +173,9 @@ def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
         )
         row = (
             [name, found.claim.figure, found.claim.text, found.claim.paper or "-"]
-            + [found.verdict, found.evidence]
+            + [found.verdict, found.evidence, seed_verdicts(results, cells, found)]
             if found
-            else [name, "-", "no figure claims this sweep", "-", "-", "-"]
+            else [name, "-", "no figure claims this sweep", "-", "-", "-", "-"]
         ) + [scale_of(record, cells), trials]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
     return "\n".join(lines)
@@ -164,6 +188,7 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.evaluation.aggregate import (  # pandas, as above
         diagonal_reach,
         format_table,
+        reach_over_seeds,
         region_means,
         seed_spread,
         summary_table,
@@ -186,12 +211,17 @@ def handler(args: argparse.Namespace) -> int:
     if missing:
         raise ValueError(f"--label: {missing[0]!r} is not a column of {args.results}")
     if args.seeds:
+        if "name" in cells.columns:  # a run's name carries its seed (NAME/..._seed=1)
+            cells = cells.assign(name=cells["name"].map(without_seed))
         group = [c for c in labels if c != "seed"] + ["recurrences", "eval_seed", "per_cell"]
         means = region_means(cells, extra_keys=group + ["seed"])
         table = seed_spread(means, group)
         for col in ("mean", "std", "min", "max"):
             table[col] = 100 * table[col]
         print(format_table(table))
+        if args.diagonal:
+            print()
+            print(format_table(reach_over_seeds(cells, group)))
     else:
         table = summary_table(cells, labels)
         if args.diagonal:

@@ -134,6 +134,22 @@ def diagonal_reach(cells: pd.DataFrame, threshold: float = 0.9) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "reach", "zero_from"])
 
 
+def reach_over_seeds(cells: pd.DataFrame, group_by: Sequence[str],
+                     threshold: float = 0.9) -> pd.DataFrame:
+    """The diagonal's reach (`diagonal_reach`) over the training seeds of models that share
+    `group_by`: min, median and max of each model's reach (a model with no length at `threshold`
+    counts as 0), never the best seed's alone, since length generalisation moves with the seed."""
+    reach = diagonal_reach(cells, threshold)
+    group_by = [g for g in group_by if g in cells.columns and g not in reach.columns]
+    labels = cells[["model_id", *group_by]].drop_duplicates("model_id")
+    merged = reach.merge(labels, on="model_id", how="left")
+    merged["reach"] = merged["reach"].fillna(0).astype(int)
+    keys = [*group_by, *(k for k in MODEL_KEYS if k in reach.columns and k != "model_id")]
+    g = merged.groupby(keys, dropna=False, sort=True)["reach"]
+    return g.agg(reach_min="min", reach_median="median", reach_max="max",
+                 runs="count").reset_index()
+
+
 def format_table(df: pd.DataFrame, short_id: int = 12) -> str:
     """Plain-text table; accuracies to one decimal, model ids shortened."""
     df = df.copy()

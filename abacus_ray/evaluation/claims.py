@@ -247,6 +247,15 @@ def judge(claim: Claim, cells: pd.DataFrame, *, paper_scale: bool = False) -> Ve
                    f"{claim.cells.label}: " + "; ".join(t for _, t in outcomes))
 
 
+def per_seed(claim: Claim, cells: pd.DataFrame, *, paper_scale: bool = False) -> list[tuple[int, str]]:
+    """The claim judged on each training seed's models alone, where the rows hold two or more
+    seeds (empty otherwise): how often the verdict flips with the seed."""
+    if "seed" not in cells.columns or cells["seed"].nunique() < 2:
+        return []
+    return [(int(s), judge(claim, g, paper_scale=paper_scale).verdict)
+            for s, g in cells.groupby("seed", sort=True)]
+
+
 def overall(verdicts: set[str]) -> str:
     """One verdict from its parts': any contradiction (among arms that learned) stands; shown needs
     every part shown; otherwise an arm that never learned explains it before anything else."""
