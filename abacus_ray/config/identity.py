@@ -12,6 +12,9 @@ only if it describes the same training. The comparison (`sweep_change`) reads bo
   (`OLD_DEFAULTS`), else as today's default (a key added with a default that keeps the old
   behaviour);
 * ignores `train.worker_draws` in a one-worker trial, which draws the same either way;
+* compares `cluster.cpus_per_worker` by the torch threads it gives a worker (Ray sets
+  `OMP_NUM_THREADS` to its floor, at least 1): the thread count changes how a CPU sums floats, so
+  the model, while 0.98 and 1.0 CPU train the same one;
 * compares a field left to the cluster (`DECIDED_ON_RAY`) only once it is decided.
 
 Anything else that differs is named, old -> new, with how to proceed.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from typing import Any
 
 from abacus_ray.config.dicts import flatten, renamed
@@ -30,11 +34,16 @@ EXECUTION_ONLY = frozenset({
     "train.compile",  # eager or compiled kernels (compiled batches padded): the same training
     "train.report_every_s",  # how often metrics reach Tune
     "train.checkpoint_every_min",  # how often a checkpoint is kept; a resume from any is exact
-    "cluster.cpus_per_worker",  # what a worker holds, where it is placed, when a wait is reported
+    # what a worker holds (compared by the threads it gives: `worker_threads`), where it is placed,
+    # when a wait is reported: none of these reaches the training loop
+    "cluster.cpus_per_worker",
     "cluster.placement",
     "cluster.resources",
     "cluster.wait_warn_s",
 })
+
+# Not a config key: the torch threads `cluster.cpus_per_worker` gives a worker, compared in its place
+THREADS = "cluster.worker_threads"
 
 # Fields an unset value leaves to the cluster (`cluster/devices.py`): before Ray starts they are
 # not compared yet; the driver's check sees them decided.
@@ -61,7 +70,21 @@ def trained_fields(config: dict[str, Any], *, recorded: bool = False) -> dict[st
         flat = {**_defaults(), **OLD_DEFAULTS, **flat}
     if flat.get("cluster.workers") == 1:
         flat.pop("train.worker_draws", None)
+    if "cluster.cpus_per_worker" in flat:
+        flat[THREADS] = worker_threads(flat["cluster.cpus_per_worker"])
     return {k: v for k, v in flat.items() if k not in EXECUTION_ONLY}
+
+
+def _recorded(config: dict[str, Any], key: str) -> Any:
+    return {**_defaults(), **renamed(flatten(config))}.get(key)
+
+
+def worker_threads(cpus_per_worker: Any) -> Any:
+    """The torch threads of a training worker holding `cpus_per_worker` CPUs: Ray's
+    `OMP_NUM_THREADS`, the floor of its CPUs and at least 1."""
+    if isinstance(cpus_per_worker, (int, float)) and math.isfinite(cpus_per_worker):
+        return max(math.floor(cpus_per_worker), 1)
+    return cpus_per_worker
 
 
 def _shown(value: Any) -> str:
@@ -89,8 +112,13 @@ def sweep_change(recorded: dict[str, Any], current: dict[str, Any]) -> str | Non
         if changed:
             key = changed[0]
             more = f" (and {len(changed) - 1} more field(s))" if len(changed) > 1 else ""
-            value = before.get(key)
-            return (f"trial {name}: {key} {_shown(value)} -> {_shown(after[key])}{more}; to resume "
+            value, now = before.get(key), _shown(after[key])
+            if key == THREADS:  # named by the key a user sets
+                cpus = "cluster.cpus_per_worker"
+                key, value, now = cpus, _recorded(old[name], cpus), (
+                    f"{_shown(_recorded(new[name], cpus))} ({before.get(THREADS)} -> {now} torch "
+                    "threads per worker)")
+            return (f"trial {name}: {key} {_shown(value)} -> {now}{more}; to resume "
                     f"it, rerun with --set {key}={_as_set(value)}")
     return None
 
