@@ -532,3 +532,54 @@ def test_each_seeds_verdict_alone_shows_how_often_it_flips():
                   *(_model(_ood(2), seed=s, **{"model.positions": "fire"}) for s in range(3)))
     assert per_seed(VERSUS, rows) == [(0, SHOWN), (1, SHOWN), (2, NOT_SHOWN)]
     assert per_seed(VERSUS, rows[rows["seed"] == 0]) == []  # one seed: nothing to flip
+
+
+@pytest.mark.parametrize("name", [n for n in figures.names() if figures.across(n) is not None])
+def test_a_claim_across_sweeps_selects_from_its_sweeps_together(name):
+    spans = figures.across(name)
+    for preset_name in ("tiny", "paper"):
+        trials = pd.concat([_expanded_columns(n, preset_name) for n in (name, *spans.sweeps)])
+        for a, b in spans.claim.pairs:
+            rows_a, rows_b = select(trials, a)[0], select(trials, b)[0]
+            assert not rows_a.empty and not rows_b.empty, (name, preset_name, a.label, b.label)
+            # matched: the two arms differ in what they select and nothing else but the run's name
+            keep = [c for c in trials.columns if c not in ("name", *a.where, *b.where)]
+            for _, group in trials.groupby(list(spans.claim.within)):
+                left, right = select(group, a)[0][keep], select(group, b)[0][keep]
+                assert left.reset_index(drop=True).equals(right.reset_index(drop=True)), name
+
+
+def _write_sweep(root, name: str, ood: dict[str, int]) -> None:
+    """Sweep `name`'s tiny Abacus trials with made-up rows: `ood[architecture]` of 100 right in each
+    OOD cell, all ID cells right."""
+    from abacus_ray.config.model import architecture_name
+
+    rows = []
+    for t in figures.figure(name).expand("tiny"):
+        m = t.config.model
+        if m.positions != "abacus":
+            continue
+        c = ood[architecture_name(m.recurrences, m.injection)]
+        for r in _model(_ood(c), **{"name": t.config.name}, seed=t.config.seed):
+            rows.append({k: v for k, v in r.items() if not k.startswith(("model.", "task."))}
+                        | {"run_id": t.config.name, "require_eos": True, "scoring": "exact",
+                           "engine": "teacher", "precision": "fp32", "seconds": 0.01,
+                           "device": "cpu", "evaluated_at": "2026-01-01T00:00:00+00:00",
+                           **config_columns(t.config)})
+    (root / name).mkdir(parents=True)
+    (root / name / "sweep.json").write_text(json.dumps({"preset": "tiny", "trials": [{}] * 9}))
+    write_cells(on_disk(root / name / "results"), rows)
+
+
+def test_fig16_is_read_against_fig3s_masked_runs_where_both_ran(tmp_path, capsys):
+    _write_sweep(tmp_path, "fig16_no_mask", {"ST": 10, "ST w/ II": 20, "LT": 5})
+    assert cli_main(["summary", str(tmp_path)]) == 0
+    assert "fig16_no_mask + fig3_embeddings" not in capsys.readouterr().out  # Fig. 3 not run yet
+    _write_sweep(tmp_path, "fig3_embeddings", {"ST": 40, "ST w/ II": 50, "LT": 30})
+    assert cli_main(["summary", str(tmp_path)]) == 0
+    row = next(r for r in capsys.readouterr().out.splitlines()
+               if r.startswith("| fig16_no_mask + fig3_embeddings | Fig. 16 | "))
+    cells = row.split(" | ")
+    assert cells[4] == SHOWN, row
+    assert "recurrences = 1, injection = every: masked (Fig. 3) (ID 100.0 %) 50.0 %" in cells[5]
+    assert "vs unmasked (ID 100.0 %) 20.0 %" in cells[5]

@@ -12,8 +12,9 @@ sweeps, as for `dashboard`.
 
 Where the results are a figure's sweep, the table is followed by that figure's `Conclusion:` line:
 its claim (`abacus_ray/figures/`) shown, contradicted, not shown at this scale or not learned at
-this scale, with each arm's ID rate and the numbers and intervals that decide it. Of a storage root, a Markdown table follows instead, one row per
-sweep: sweep, figure, claim, paper (what the paper reports for the same arms and cells), verdict,
+this scale, with each arm's ID rate and the numbers and intervals that decide it. Of a storage
+root, a Markdown table follows instead, one row per sweep (and one per claim that spans two sweeps,
+such as Fig. 16's unmasked runs against Fig. 3's masked ones, where both ran): sweep, figure, claim, paper (what the paper reports for the same arms and cells), verdict,
 evidence, per seed (at two or more training seeds, each seed's verdict alone and how many differ
 from the pooled one), scale (the preset in its `sweep.json`), trials (models evaluated / trials
 declared).
@@ -177,8 +178,37 @@ def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
             if found
             else [name, "-", "no figure claims this sweep", "-", "-", "-", "-"]
         ) + [scale_of(record, cells), trials]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
+        lines.append(_row(row))
+    lines += [_row(row) for row in across_rows(places)]
     return "\n".join(lines)
+
+
+def _row(cells: list) -> str:
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def across_rows(places: list[tuple[Location, pd.DataFrame]]) -> list[list[str]]:
+    """The claims-table rows of claims that span sweeps (`figures.across`), each judged on its
+    sweeps' rows together where all of them are present."""
+    import pandas as pd
+
+    by_name = {}
+    for results, cells in places:
+        sweep = SweepDir.holding(results)
+        if sweep is not None:
+            by_name[sweep.name] = (results, cells)
+    rows = []
+    for name, (results, cells) in sorted(by_name.items()):
+        spans = figures.across(name)
+        if spans is None or any(s not in by_name for s in spans.sweeps):
+            continue
+        both = pd.concat([cells, *(by_name[s][1] for s in spans.sweeps)], ignore_index=True)
+        found = judge(spans.claim, both, paper_scale=_paper_scale(results, cells))
+        c = found.claim
+        rows.append([" + ".join([name, *spans.sweeps]), c.figure, c.text, c.paper or "-",
+                     found.verdict, found.evidence, seed_verdicts(results, both, found),
+                     scale_of(_sweep_record(results), cells), str(both["model_id"].nunique())])
+    return rows
 
 
 def handler(args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ EXECUTION_ONLY = frozenset({
     "cluster.wait_warn_s",
 })
 
-# Not a config key: the torch threads `cluster.cpus_per_worker` gives a worker, compared in its place
+# Not a config key: the torch threads `cluster.cpus_per_worker` gives a worker, compared instead
 THREADS = "cluster.worker_threads"
 
 # Fields an unset value leaves to the cluster (`cluster/devices.py`): before Ray starts they are

@@ -45,8 +45,8 @@ NOT_SHOWN = "not shown at this scale"
 NOT_LEARNED = "not learned at this scale"
 VERDICTS = (SHOWN, CONTRADICTED, NOT_SHOWN, NOT_LEARNED)
 # The in-distribution exact match every model of an arm must reach before its out-of-distribution
-# cells are compared. The paper's models are near 100 % ID; 90 % is the share this project has called
-# "learned" since its first tiny runs (docs/results.md, the demo).
+# cells are compared. The paper's models are near 100 % ID; 90 % is the share this project has
+# called "learned" since its first tiny runs (docs/results.md, the demo).
 LEARNED_FLOOR = 0.9
 # Result columns that are evaluation settings, not models: an arm picked by one (Fig. 15's first
 # recurrence) is a reading of a model, whose learning is judged at its best setting.
@@ -158,6 +158,16 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Across:
+    """A claim whose arms live in two sweeps (Fig. 16's unmasked models against Fig. 3's masked
+    ones): judged on this sweep's rows together with those of `sweeps`, whose trials must match this
+    sweep's in everything the arms do not select (the same tiny settings, seeds and data)."""
+
+    claim: Claim
+    sweeps: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Verdict:
     claim: Claim
     verdict: str  # one of VERDICTS
@@ -247,7 +257,8 @@ def judge(claim: Claim, cells: pd.DataFrame, *, paper_scale: bool = False) -> Ve
                    f"{claim.cells.label}: " + "; ".join(t for _, t in outcomes))
 
 
-def per_seed(claim: Claim, cells: pd.DataFrame, *, paper_scale: bool = False) -> list[tuple[int, str]]:
+def per_seed(claim: Claim, cells: pd.DataFrame, *,
+             paper_scale: bool = False) -> list[tuple[int, str]]:
     """The claim judged on each training seed's models alone, where the rows hold two or more
     seeds (empty otherwise): how often the verdict flips with the seed."""
     if "seed" not in cells.columns or cells["seed"].nunique() < 2:

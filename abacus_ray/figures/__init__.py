@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from abacus_ray.evaluation.claims import Claim
+from abacus_ray.evaluation.claims import Across, Claim
 from abacus_ray.sweep import Sweep
 
 CONFIRM = "_confirm"  # a search's confirmation sweep (`--confirm`) is named NAME_confirm
@@ -47,4 +47,15 @@ def claim(name: str) -> Claim | None:
     found = getattr(importlib.import_module(f"{__name__}.{base}"), "CLAIM", None)
     if not isinstance(found, Claim):
         raise ValueError(f"{__name__}.{base}: declares no CLAIM = Claim(...)")
+    return found
+
+
+def across(name: str) -> Across | None:
+    """The claim figure `name` makes across sweeps (`ACROSS = Across(...)` in its module: its arms
+    in its own sweep and in others), or None."""
+    if name not in names():
+        return None
+    found = getattr(importlib.import_module(f"{__name__}.{name}"), "ACROSS", None)
+    if found is not None and not isinstance(found, Across):
+        raise ValueError(f"{__name__}.{name}: ACROSS is not an Across(...)")
     return found

@@ -223,7 +223,8 @@ class _Session:
             unused = self.cfg.model.injection == "none" and self.cfg.model.recurrences > 1
             forward = wrap_ddp(module, self.device, self.process_group, find_unused=unused)
         fixed_len = None
-        if resolved_compile(self.tc.compile, self.device.type, bool(self.cfg.model.fire_max_length)):
+        randomised_fire = bool(self.cfg.model.fire_max_length)
+        if resolved_compile(self.tc.compile, self.device.type, randomised_fire):
             module.compile_block()
             fixed_len = padded_length(self.cfg.task)
         return forward, fixed_len
@@ -464,8 +465,8 @@ class _Session:
 
     def padded_noise(self, rows: int, width: int, padded: int) -> torch.Tensor:
         """The initial recurrent state of a padded batch: drawn at the batch's own width, from the
-        same RNG at the same point as an eager forward draws it, then zero-padded, so that a compiled
-        block trains the real tokens on the noise eager training gives them."""
+        same RNG at the same point as an eager forward draws it, then zero-padded, so that a
+        compiled block trains the real tokens on the noise eager training gives them."""
         state = _unwrapped(self.forward).initial_state(rows, width, device=self.device)
         return torch.nn.functional.pad(state, (0, 0, 0, padded - width))
 
