@@ -14,10 +14,10 @@ Where the results are a figure's sweep, the table is followed by that figure's `
 its claim (`abacus_ray/figures/`) shown, contradicted, not shown at this scale or not learned at
 this scale, with each arm's ID rate and the numbers and intervals that decide it. Of a storage
 root, a Markdown table follows instead, one row per sweep (and one per claim that spans two sweeps,
-such as Fig. 16's unmasked runs against Fig. 3's masked ones, where both ran): sweep, figure, claim, paper (what the paper reports for the same arms and cells), verdict,
-evidence, per seed (at two or more training seeds, each seed's verdict alone and how many differ
-from the pooled one), scale (the preset in its `sweep.json`), trials (models evaluated / trials
-declared).
+such as Fig. 16's unmasked runs against Fig. 3's masked ones, where both ran): sweep, figure,
+claim, paper (what the paper reports for the same arms and cells), verdict, evidence, per seed (at
+two or more training seeds, each seed's verdict alone and how many differ from the pooled one),
+scale (the preset in its `sweep.json`), trials (models evaluated / trials declared).
 """
 
 from __future__ import annotations
