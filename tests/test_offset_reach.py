@@ -67,8 +67,8 @@ def test_fig10s_claim_compares_the_largest_and_smallest_k_between_their_trained_
     assert v.verdict == SHOWN and "\n" not in v.line()
     # the lengths k = 3 has no trained rows for and k = 12 has: 9 = 5 + 3 + 1 to 17, 300 problems each
     assert "at 9-17 digits, past k = 3's trained positions, before k = 12's" in v.evidence
-    assert f"largest k (max_k = 12) 2.0 % [1.5, 2.6] (53/{9 * PER_CELL:,})" in v.evidence
-    assert f"smallest k (max_k = 3) 0.0 % [0.0, 0.1] (0/{9 * PER_CELL:,})" in v.evidence
+    assert f"largest k (max_k = 12) (ID 99.0 %) 2.0 % [1.5, 2.6] (53/{9 * PER_CELL:,})" in v.evidence
+    assert f"smallest k (max_k = 3) (ID 99.0 %) 0.0 % [0.0, 0.1] (0/{9 * PER_CELL:,})" in v.evidence
 
 
 def test_a_difference_inside_the_intervals_is_not_claimed(tmp_path):
