@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import resource
 import fnmatch
 import os
 import posixpath
@@ -31,6 +32,7 @@ from abacus_ray.storage.location import Location, StorageError
 
 # a JSON file of run data (config.json, meta.json, sweep.json): KB, at most MB
 MAX_TEXT_BYTES = 16 << 20
+GROWTH_CHUNK = 1 << 20  # what a file that grew while read is read on in
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no space, over quota, over the size limit
 KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
@@ -110,9 +112,34 @@ def _special_kind(path: str) -> str | None:
 
 
 def memory_limit() -> int:
-    """The most bytes one whole-file read may take: half of the memory
-    available on this machine now."""
-    return psutil.virtual_memory().available // 2
+    """The most bytes one whole-file read may take: half of the memory this process may still
+    take now, the least of what the machine has available, what its address-space limit
+    (`ulimit -v`, a batch scheduler's `RLIMIT_AS`) leaves and what its cgroup's memory limit
+    leaves."""
+    room = [psutil.virtual_memory().available]
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        room.append(soft - psutil.Process().memory_info().vms)
+    if (cgroup := _cgroup_room()) is not None:
+        room.append(cgroup)
+    return max(min(room), 0) // 2
+
+
+def _cgroup_room() -> int | None:
+    """Bytes the cgroup (v2, else v1) of this process may still charge, None where it sets no
+    limit or none can be read."""
+    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                         "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit) as a, open(used) as b:
+                cap, now = a.read().strip(), b.read().strip()
+        except OSError:
+            continue
+        if not cap.isdigit() or not now.isdigit() or int(cap) >= 1 << 60:  # "max": no limit
+            return None
+        return int(cap) - int(now)
+    return None
 
 
 def _too_big(loc: Location, size: int, limit: int | None) -> StorageError:
@@ -167,17 +194,32 @@ def read_bytes(loc: Location, limit: int | None = None) -> bytes:
             _check_mode(loc, st.st_mode)
             if st.st_size > bound:
                 raise _too_big(loc, st.st_size, limit)
-            data = fh.read(bound + 1)
+            data = _read_sized(fh, st.st_size, bound)
     else:
-        check_regular_file(loc, limit)
+        size = check_regular_file(loc, limit)
         try:
             with loc.fs.open_input_stream(loc.path) as fh:
-                data = fh.read(bound + 1)
+                data = _read_sized(fh, size, bound)
         except FileNotFoundError:
             raise FileNotFoundError(2, "No such file", loc.uri) from None
     if len(data) > bound:  # it grew after the check
         raise _too_big(loc, len(data), limit)
     return data
+
+
+def _read_sized(fh, size: int, bound: int) -> bytes:
+    """What `fh` holds, asking for the `size` bytes it was found to hold plus one (a read asks its
+    whole length of memory up front, so never `bound`); a file that grew meanwhile is read on in
+    pieces, to at most `bound` + 1 bytes."""
+    chunks = [fh.read(size + 1)]
+    total = len(chunks[0])
+    while size < total <= bound:
+        more = fh.read(min(GROWTH_CHUNK, bound + 1 - total))
+        if not more:
+            break
+        chunks.append(more)
+        total += len(more)
+    return b"".join(chunks) if len(chunks) > 1 else chunks[0]
 
 
 def read_text(loc: Location, limit: int = MAX_TEXT_BYTES) -> str:
