@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import resource
 import fnmatch
 import os
 import posixpath
+import resource
 import stat
 import uuid
 from pathlib import Path
