@@ -86,13 +86,24 @@ class SweepDir:
         The command line checks before Ray starts, the driver again once the cluster has decided
         what was left automatic."""
         if storage.exists(self.spec):
-            change = sweep_change(json.loads(storage.read_text(self.spec)), record)
+            change = sweep_change(self.read_record(), record)
             if change is not None:
                 raise ValueError(f"--storage: {self.root} holds a different sweep: {change}; "
                                  "to start this one, give another --storage (or delete that "
                                  "directory)")
         elif write:
             storage.write_text(self.spec, json.dumps(record, indent=2, sort_keys=True))
+
+    def read_record(self) -> dict[str, Any]:
+        """`sweep.json` as `record_of` wrote it: an object with a preset name and a list of trial
+        configs (objects); anything else, or a file that is no JSON, is one ValueError naming it."""
+        data = storage.read_json(self.spec)
+        trials = data.get("trials")
+        if not isinstance(data.get("preset"), str) or not isinstance(trials, list) or not all(
+                isinstance(t, dict) for t in trials):
+            raise ValueError(f"{self.spec}: not a sweep record (expected a preset name and a "
+                             "list of trial configs)")
+        return data
 
     @property
     def recorded(self) -> bool:

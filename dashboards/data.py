@@ -14,7 +14,6 @@ heatmap, one bar with its per-seed points.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,7 @@ from abacus_ray import storage
 from abacus_ray.config.identity import EXECUTION_ONLY
 from abacus_ray.config.model import architecture_name, block_name
 from abacus_ray.evaluation.aggregate import MODEL_KEYS
-from abacus_ray.evaluation.places import results_dirs
+from abacus_ray.evaluation.places import read_each, results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells
 from abacus_ray.model.checkpoint import located
 from abacus_ray.storage import Location
@@ -76,12 +75,9 @@ def sweep_dir_name(results_dir: Location) -> str:
 
 def sweep_preset(results_dir: Location) -> str | None:
     """The preset recorded in the sweep root's `sweep.json` (written by the cluster driver), if
-    any."""
-    try:
-        spec = SweepDir.of(results_dir.parent).spec
-        return json.loads(storage.read_text(spec)).get("preset")
-    except (OSError, ValueError, AttributeError):
-        return None
+    there is one; a damaged one is a ValueError naming it."""
+    sweep = SweepDir.of(results_dir.parent)
+    return sweep.read_record()["preset"] if storage.is_file(sweep.spec) else None
 
 
 def arch_label(layers: Any, recurrences: Any, injection: Any) -> str:
@@ -129,8 +125,8 @@ def load_cells(results: Location) -> pd.DataFrame:
     """Every cell row under `results`, with `sweep`, `arch`, `block`, `run`, `entry` and `group`
     columns, and `results_dir`: the `Location` of the results directory it was read from."""
     frames = []
-    for d in results_dirs(results):
-        df = read_cells(d)
+    for d, (df, preset) in read_each(results_dirs(results),
+                                     lambda d: (read_cells(d), sweep_preset(d)), "dashboard"):
         fallback = sweep_dir_name(d)
         run_ids = (
             df["run_id"] if "run_id" in df.columns else pd.Series([None] * len(df), index=df.index)
@@ -138,7 +134,7 @@ def load_cells(results: Location) -> pd.DataFrame:
         df["sweep"] = [
             r.split("/", 1)[0] if isinstance(r, str) and "/" in r else fallback for r in run_ids
         ]
-        df["preset"] = sweep_preset(d)
+        df["preset"] = preset
         df["results_dir"] = pd.Series([d] * len(df), index=df.index, dtype=object)
         frames.append(df)
     cells = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]

@@ -165,6 +165,16 @@ def test_eval_all_scores_what_the_sweep_scored(tmp_path, capsys, no_ray):
     assert _eval_all_models(sweep, "--include", "diverged,error") == [
         [f"train/train-{t}/step-000000001" for t in "acd"]]
     assert _eval_all_models(tmp_path) == [["s/train/train-a/step-000000001"]]  # a storage root
+    # one sweep of the root without its record, another with a damaged one: each skipped in a line
+    broken = write_sweep(tmp_path, "t")
+    _checkpoint(broken / "train" / "train-a" / "step-000000001")
+    damaged = write_sweep(tmp_path, "u")
+    (damaged / SweepDir.TRIALS).write_text("not parquet")
+    capsys.readouterr()
+    assert _eval_all_models(tmp_path) == [["s/train/train-a/step-000000001"]]
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 2 and said[0].startswith(f"eval-all: skipped {broken}: ")
+    assert "no trial record" in said[0] and said[1].startswith(f"eval-all: skipped {damaged}: ")
 
 
 def test_eval_all_names_results_not_out_when_no_out_was_given(tmp_path, capsys, no_ray):
@@ -264,3 +274,42 @@ def test_eval_all_refuses_a_bad_trial_record_naming_it(kind, tmp_path, capsys, n
     assert main(["eval-all", str(sweep)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"abacus-ray eval-all: error: {record}: ") and "\n" not in err, err
+
+
+HOSTILE_RECORDS = {
+    "a JSON list": "[1, 2]",
+    "nested past the stack": "[" * 100_000,
+    "a NaN": '{"preset": "tiny", "trials": [], "x": NaN}',
+    "trials of the wrong type": '{"preset": "tiny", "trials": "all"}',
+}
+
+
+@pytest.mark.parametrize("content", HOSTILE_RECORDS.values(), ids=list(HOSTILE_RECORDS))
+def test_a_damaged_sweep_record_is_one_line_where_it_is_read(tmp_path, capsys, content):
+    from abacus_ray.sweep_dir import SweepDir
+
+    sweep = write_sweep(tmp_path, "fig10_k")
+    (sweep / "sweep.json").write_text(content)
+    for argv in (["summary", str(sweep)], ["dashboard", str(sweep), "--out", str(tmp_path / "d")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"abacus-ray {argv[0]}: error: {sweep}/sweep.json")
+    with pytest.raises(ValueError, match="^" + str(sweep / "sweep.json")):  # what a resume reads
+        SweepDir.of(storage.on_disk(sweep)).check_same({"preset": "tiny", "trials": []})
+
+
+def test_a_storage_root_serves_every_sweep_but_a_damaged_one(tmp_path, capsys):
+    write_sweep(tmp_path, "fig10_k")
+    (write_sweep(tmp_path, "fig11_large_k") / "sweep.json").write_text("[1, 2]")
+    damaged = write_sweep(tmp_path, "fig3_embeddings") / "results"
+    next(damaged.glob("part-*.parquet")).write_bytes(b"garbage")
+    assert main(["summary", str(tmp_path), "--label", "run_id"]) == 0
+    out, err = capsys.readouterr()
+    assert "fig10_k/max_k=6_seed=0" in out and "fig11_large_k/" not in out
+    said = sorted(err.strip().splitlines())
+    assert said[0].startswith(f"summary: skipped {tmp_path / 'fig11_large_k' / 'results'}: ")
+    assert said[1].startswith(f"summary: skipped {damaged}: ")
+    assert len(said) == 2
+    assert main(["dashboard", str(tmp_path), "--out", str(tmp_path / "site")]) == 0
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2
+    assert (tmp_path / "site" / "index.html").is_file()

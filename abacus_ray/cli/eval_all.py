@@ -8,7 +8,9 @@ prefix), a sweep's results directory, or a directory of `abacus-ray train --out`
 `summary` and `dashboard` (`evaluation.places`); nothing above RESULTS is searched but a results
 directory's own sweep. In a sweep, the models are what the sweep scored: the final checkpoints of
 its finished trials, from its trial record (`trials.parquet`); `--include` adds the last checkpoint
-of stopped, diverged or errored trials. Elsewhere a model is the latest `step-*` checkpoint of
+of stopped, diverged or errored trials. Under a storage root, a sweep without its trial record
+(its trials never all ended) or with a damaged one is skipped with one line; the others are
+scored. Elsewhere a model is the latest `step-*` checkpoint of
 RESULTS itself or of each run directory in it. A model held twice (copies of one run) is scored
 once. Each sweep's models are scored into its own `results/` unless `--out` names one directory for
 all. Only cells whose key is missing are evaluated, so a second run does nothing. The default grid
@@ -116,7 +118,16 @@ def places_of(
         places = [dataclasses.replace(p, results=out) for p in places]
     found, sweeps = [], any(p.sweep for p in places)
     for place in places:
-        models = sweep_models(place.models, include) if place.sweep else find_models(place.models)
+        try:
+            models = (sweep_models(place.models, include) if place.sweep
+                      else find_models(place.models))
+        except (OSError, ValueError) as e:
+            if len(places) == 1:  # the one place asked for: its fault is the command's
+                raise
+            # one sweep of a storage root without (or with a damaged) trial record: the rest are
+            # scored
+            print(f"eval-all: skipped {place.models}: {one_line(str(e))}", file=sys.stderr)
+            continue
         if models:
             found.append((models, place.results))
     if not found:

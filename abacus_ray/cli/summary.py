@@ -23,7 +23,6 @@ scale (the preset in its `sweep.json`), trials (models evaluated / trials declar
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from typing import TYPE_CHECKING
 
@@ -32,7 +31,7 @@ import pyarrow as pa
 from abacus_ray import figures, storage
 from abacus_ray.config import PRESETS, preset
 from abacus_ray.evaluation.claims import Claim, Verdict, judge, per_seed
-from abacus_ray.evaluation.places import results_dirs
+from abacus_ray.evaluation.places import read_each, results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells_table
 from abacus_ray.storage import Location
 from abacus_ray.sweep_dir import SweepDir
@@ -78,8 +77,14 @@ def register(subparsers) -> None:
 def read_places(results: Location) -> tuple[pd.DataFrame, list[tuple[Location, pd.DataFrame]]]:
     """Every cell row under RESULTS as one DataFrame, and each results directory (one, or a storage
     root's several sweeps') with its own rows."""
+    def read(d: Location) -> pa.Table:
+        sweep = SweepDir.holding(d)
+        if sweep is not None and storage.exists(sweep.spec):
+            sweep.read_record()  # a damaged record is refused here, with its results
+        return read_cells_table(d)
+
     # a place that holds no results is named itself
-    tables = [(d, read_cells_table(d)) for d in results_dirs(results, flag="")]
+    tables = read_each(results_dirs(results, flag=""), read, "summary")
     places = [(d, t.to_pandas()) for d, t in tables]
     if len(places) == 1:
         return places[0][1], places
@@ -139,11 +144,7 @@ def _sweep_record(results: Location) -> dict | None:
     sweep = SweepDir.holding(results)
     if sweep is None or not storage.exists(sweep.spec):
         return None
-    path = sweep.spec
-    try:
-        return json.loads(storage.read_text(path))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not a sweep record (JSON: {e.msg})") from None
+    return sweep.read_record()
 
 
 def scale_of(record: dict | None, cells: pd.DataFrame) -> str:

@@ -16,12 +16,19 @@ exist or holds none.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+import pyarrow as pa
 
 from abacus_ray import storage
 from abacus_ray.evaluation.results import PART_GLOB, part_files
 from abacus_ray.storage import Location
 from abacus_ray.sweep_dir import SweepDir
+
+T = TypeVar("T")
 
 RESULTS_DIR = SweepDir.RESULTS  # a sweep root's results directory
 
@@ -54,6 +61,26 @@ def results_dirs(loc: Location, flag: str = "RESULTS") -> list[Location]:
                          f"in {RESULTS_DIR}/ or in */{RESULTS_DIR}/); run a sweep or "
                          f"`abacus-ray eval CHECKPOINT --out {loc}` first")
     return found
+
+
+def read_each(dirs: list[Location], read: Callable[[Location], T],
+              command: str) -> list[tuple[Location, T]]:
+    """`read` of every results directory in `dirs`. Of a storage root's several, one whose data
+    cannot be read (a damaged part, a `sweep.json` of the wrong type) is skipped with one line on
+    stderr naming it, and the rest are read; a lone one raises, as does a root where none can be."""
+    out, skipped = [], []
+    for d in dirs:
+        try:
+            out.append((d, read(d)))
+        except (OSError, ValueError, pa.ArrowException) as e:
+            if len(dirs) == 1:
+                raise
+            skipped.append(f"{command}: skipped {d}: {' '.join(str(e).split())[:300]}")
+    for line in skipped:
+        print(line, file=sys.stderr)
+    if not out:
+        raise ValueError(f"none of the {len(dirs)} results directories could be read")
+    return out
 
 
 @dataclass(frozen=True)

@@ -216,14 +216,7 @@ def read_json(loc: Location) -> dict:
     path = loc.as_path() if loc.local else loc  # as messages name it
     if not storage.is_file(loc):
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
-    try:
-        data = json.loads(storage.read_text(loc))
-    # RecursionError: '[[[[...' nested past the stack
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise ValueError(f"{path}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return data
+    return storage.read_json(loc, str(path))
 
 
 def read_checkpoint_config(loc: Location) -> ExperimentConfig:

@@ -22,25 +22,25 @@ A path or URI is resolved once, where it enters (the command line); everything b
 `Location` (or a `Path` where only this machine's disk is meant):
 
     loc = resolve("s3://bkt/runs?endpoint_override=127.0.0.1:8333&scheme=http")
-    located(fs, path) -> Location              # a file system + path another library handed over
-    (Ray) on_disk(path) -> Location                  # a Path this process holds (a temporary
-    directory) probe(uri, "--storage") -> Location        # resolve + check_location: one-line
-    StorageError check_location(loc, "--out")               # small write/list/delete of a resolved
-    place local_path(uri, "--problems", "a problem file") -> Path   # this machine's files only,
-    else refused not_a_file(path, "missing", "a problem file")           # the error for a missing
-    file (or a directory) loc / "fig10_k" / "sweep.json"             # join (also loc.join(*parts));
-    str(loc) is the URI exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc,
-    "meta.json") read_bytes, read_text, write_bytes, write_text, copy_file (atomic), delete
-    check_regular_file(loc, limit)             # a regular file of at most limit bytes, before any
-    read create_dir(loc, fill)                      # a new directory, whole; refused if another
-    wrote it first read_parquet, read_parquet_schema, open_parquet, write_parquet (atomic)
-    write_files(loc, {name: data})             # several files of a directory, each whole (a site's
-    pages) write_dir(loc, {name: data}, fill=...)     # a whole directory (a
-    checkpoint), never seen half done:
-                                               # renamed into place on a disk, published by its
-                                               # manifest on an object store (`dirs` says what holds
-                                               # on each)
-    upload(local_dir, loc), download(loc, local_dir)   # whole directories to and from this machine
+    located(fs, path) -> Location           # a file system + path another library (Ray) handed over
+    on_disk(path) -> Location               # a Path this process holds (a temporary directory)
+    probe(uri, "--storage") -> Location     # resolve + check_location: one-line StorageError
+    check_location(loc, "--out")            # small write/list/delete of a resolved place
+    local_path(uri, "--problems", "a problem file") -> Path  # this machine's files only
+    not_a_file(path, "missing", "a problem file")  # the error for a missing file (or a directory)
+    loc / "fig10_k" / "sweep.json"          # join (also loc.join(*parts)); str(loc) is the URI
+    exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc, "meta.json")
+    read_bytes, read_text, read_json, write_bytes, write_text, copy_file (atomic), delete
+    check_regular_file(loc, limit)          # a regular file of at most limit bytes, before a read
+    memory_limit()                          # the most bytes one whole-file read may take now
+    create_dir(loc, fill)                   # a new directory, whole; refused if another wrote first
+    read_parquet, read_parquet_schema, open_parquet, write_parquet (atomic)
+    write_files(loc, {name: data})          # several files of a directory, each whole (site pages)
+    write_dir(loc, {name: data}, fill=...)  # a whole directory (a checkpoint), never half done:
+                                            # renamed into place on a disk, published by its
+                                            # manifest on an object store (`dirs` says what holds
+                                            # on each)
+    upload(local_dir, loc), download(loc, local_dir)  # whole directories to and from this machine
 
 `StorageError` is a `ValueError`: the command line prints it as one line and exits 2. The modules:
 `location` (parsing into a `Location`), `files` (files and Parquet, atomic writes), `dirs` (whole
@@ -74,6 +74,7 @@ from abacus_ray.storage.files import (
     not_a_file,
     open_parquet,
     read_bytes,
+    read_json,
     read_parquet,
     read_parquet_schema,
     read_text,
@@ -127,6 +128,7 @@ __all__ = [
     "probe",
     "read_bytes",
     "read_parquet",
+    "read_json",
     "read_parquet_schema",
     "read_text",
     "resolve",

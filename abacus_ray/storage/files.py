@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import json
 import os
 import posixpath
 import resource
@@ -225,6 +226,25 @@ def _read_sized(fh, size: int, bound: int) -> bytes:
 def read_text(loc: Location, limit: int = MAX_TEXT_BYTES) -> str:
     """A whole text file (run data keeps JSON this way), at most `limit` bytes."""
     return read_bytes(loc, limit).decode()
+
+
+def read_json(loc: Location, name: str | None = None) -> dict:
+    """A JSON object from a run-data file (`sweep.json`, `meta.json`, `config.json`): anything
+    else (not JSON, not UTF-8, another JSON type, nested past the stack, a NaN or an infinity) is
+    one ValueError naming `name` (default: the file)."""
+    name = name or loc.uri
+
+    def finite(token: str) -> float:
+        raise ValueError(f"{token} is not a number JSON holds")
+
+    try:
+        data = json.loads(read_text(loc), parse_constant=finite)
+    # RecursionError: '[[[[...' nested past the stack
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ValueError(f"{name}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{name}: expected a JSON object, found a JSON {type(data).__name__}")
+    return data
 
 
 @contextlib.contextmanager
