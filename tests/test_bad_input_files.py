@@ -127,6 +127,16 @@ def test_checkpoint_files_missing_swapped_or_not_a_checkpoint(ckpt, mul_ckpt, wo
     assert_checkpoint_refused(plain, work, "checkpoints: missing / swapped")
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
+def test_run_data_json_holding_a_number_json_has_not_is_refused(number, ckpt, work):
+    """Python's json reads NaN and Infinity, which JSON has not: a meta.json with a NaN batch size
+    used to load."""
+    meta = (ckpt / "meta.json").read_text().replace('"step": ', f'"batch": {number}, "step": ', 1)
+    target = corrupted_copy(ckpt, work, "meta.json", meta.encode())
+    message = assert_checkpoint_refused(target, work, "checkpoints: missing / swapped", "meta.json")
+    assert f"{number.lstrip('-')} is not a number JSON holds" in message
+
+
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_weights_that_are_not_numbers(value, ckpt, work):
     """NaN or infinite weights (a diverged run, a corrupted copy) are refused on load, naming the tensor, even
@@ -284,6 +294,20 @@ def test_results_part_without_a_required_column(missing, ckpt, work):
                  ["eval", str(ckpt), "--out", str(d), "--cells", "1x1", "--quiet"]):
         message = assert_refused(argv, str(d), "empty / foreign results directories", roots=[root])
         assert f"(no {missing} column)" in message
+
+
+@pytest.mark.parametrize("column", ["n", "n_correct", "accuracy", "i"])
+def test_results_part_with_a_number_column_of_text(column, ckpt, work):
+    root = fresh_dir(work)
+    d = root / "results"
+    d.mkdir()
+    text = {"model_id", "task", "region", "require_eos"}
+    _parquet(d / "part-0.parquet", {"schema_version": pa.array([1], pa.int32()),
+                                    **{c: pa.array(["1"] if c in text or c == column else [1])
+                                       for c in REQUIRED}})
+    for argv in (["summary", str(d)], ["dashboard", str(d), "--out", str(root / "site")]):
+        message = assert_refused(argv, str(d), "empty / foreign results directories", roots=[root])
+        assert f"(column {column} holds string, not " in message
 
 
 # --- 10. sweep files and eval-all: refused before Ray starts -------------------------------------------

@@ -54,6 +54,30 @@ def test_bad_input_is_one_line_before_anything_runs(tmp_path, capsys, no_ray, ar
     assert not (tmp_path / "r").exists()
 
 
+def test_a_sweep_that_fails_in_any_way_is_named_and_the_others_run(tmp_path, capsys, monkeypatch,
+                                                                  no_ray):
+    from abacus_ray.cli import reproduce
+
+    ran = []
+
+    def run(sweep, flags):
+        ran.append(sweep.name)
+        if sweep.name == "fig5_add_sub":
+            raise RuntimeError("a fault of ours")
+        return 0
+
+    monkeypatch.setattr(reproduce, "run", run)
+    monkeypatch.setattr(reproduce, "verdicts", lambda root: "(verdicts)")
+    argv = ["reproduce", "--only", "fig5_add_sub,fig15_recurrence_outputs",
+            "--storage", str(tmp_path / "r")]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert ran == ["fig5_add_sub", "fig15_recurrence_outputs"]
+    assert "reproduce: fig5_add_sub: failed: RuntimeError: a fault of ours" in err
+    assert out.strip().splitlines()[-1].endswith("failed: fig5_add_sub (rerun the same command to "
+                                                 "resume)")
+
+
 @pytest.mark.ray
 def test_a_rerun_resumes_and_both_end_with_the_verdicts(tmp_path, capsys, monkeypatch, ray_local):
     """Two sweeps of a few steps under a relative `--storage`, each in its own directory side by

@@ -129,6 +129,10 @@ def handler(args: argparse.Namespace) -> int:
         except (ValueError, OSError) as e:  # one sweep's failure does not stop the others
             print(f"reproduce: {name}: error: {error_text(e)}", file=sys.stderr)
             status = 2
+        except Exception as e:  # noqa: BLE001 - nor does a fault of ours: named, then the next
+            print(f"reproduce: {name}: failed: {type(e).__name__}: {error_text(e)}",
+                  file=sys.stderr)
+            status = 1
         finally:
             os.chdir(here)  # the sweep made its own directory the working directory
         if status:

@@ -316,6 +316,7 @@ def _read_one(f: Location, columns: Sequence[str] | None, where: str,
     if missing:
         raise ValueError(f"{where}: {f.name} is not an abacus-ray results file "
                          f"(no {missing[0]} column)")
+    _check_types(schema, f, where)
     cols = None if columns is None else [c for c in columns if c in schema.names]
     t = _with_added_keys(parquet.read(columns=cols), columns)
     if columns is None or "schema_version" in columns:
@@ -325,6 +326,27 @@ def _read_one(f: Location, columns: Sequence[str] | None, where: str,
                              f"this abacus-ray reads <= {SCHEMA_VERSION}")
     _check_fractions(t, f, where)
     return t
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t):
+        return "float"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    return str(t)
+
+
+def _check_types(schema: pa.Schema, f: Location, where: str) -> None:
+    """Every core column a part holds is of its kind (integer, float, string, bool), so a count
+    written as text is refused naming it instead of failing deep inside pandas."""
+    for name, want in _CORE_FIELDS:
+        if name in schema.names and _kind(got := schema.field(name).type) != _kind(want):
+            if pa.types.is_null(got):  # a column of nulls only: no value of the wrong kind
+                continue
+            raise ValueError(f"{where}: {f.name} is not an abacus-ray results file (column {name} "
+                             f"holds {got}, not {_kind(want)})")
 
 
 def _check_fractions(t: pa.Table, f: Location, where: str) -> None:
