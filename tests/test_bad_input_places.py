@@ -238,3 +238,10 @@ def test_a_cluster_that_cannot_be_joined_is_refused_first(token, offline, work, 
                              roots=[work, offline.parent])
     assert ("RAY_AUTH_TOKEN" in message) == (token is None), message
     assert "not-a-secret-token" not in message and not storage_dir.exists()
+    # eval-all joins a cluster too: refused the same way, before any checkpoint is read (it used to
+    # hang for minutes, or end in Ray's authentication traceback)
+    results = offline.parent / "missing-results"
+    message = assert_refused(["eval-all", str(results), "--address", f"127.0.0.1:{closed}"],
+                             "--address", "hostile places: a cluster without its token",
+                             roots=[work, offline.parent])
+    assert ("RAY_AUTH_TOKEN" in message) == (token is None), message

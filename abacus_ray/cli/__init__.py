@@ -23,7 +23,6 @@ from typing import NoReturn
 
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig, preset
-from abacus_ray.storage import check_local_dir
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
 COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary",
@@ -136,11 +135,34 @@ def leave_working_dir(directory: Path) -> None:
     os.chdir(directory)
 
 
-def check_output_dir(path: str | Path, flag: str) -> Path:
-    """Refuse an output directory that cannot be created or written to, before any work starts (one
-    home: `abacus_ray.storage.check_local_dir`; its `StorageError` is one line, exit 2,
-    like every ValueError)."""
-    return check_local_dir(Path(path), flag)
+def check_cluster(address: str | None) -> None:
+    """A cluster address (`--address`, else $RAY_ADDRESS) this process can join: a token to present
+    and a head that answers on its port within seconds (`cluster.runtime.check_address`), before
+    anything is read or created."""
+    from abacus_ray.cluster.runtime import check_address  # imports no Ray: environment and a port
+
+    if address is not None:
+        check_address(address, "--address")
+    elif os.environ.get("RAY_ADDRESS"):
+        check_address(os.environ["RAY_ADDRESS"], "--address (from RAY_ADDRESS)")
+
+
+def join_cluster(address: str | None, *, num_cpus: int | None = None) -> None:
+    """Connect to the cluster at `address` (else $RAY_ADDRESS), or start the embedded Ray: a head
+    that refuses the token (Ray retries, then raises) is one line naming --address."""
+    from abacus_ray.cluster import runtime  # heavy: Ray, only for a command that really runs
+
+    joining = address or os.environ.get("RAY_ADDRESS")
+    if not joining or joining == "local":
+        runtime.init(address, num_cpus=num_cpus)
+        return
+    flag = "--address" if address else "--address (from RAY_ADDRESS)"
+    try:
+        runtime.init(address)
+    except Exception as e:  # Ray's own exceptions: ConnectionError, RuntimeError, ...
+        raise ValueError(f"{flag}: cannot join the Ray cluster at {joining} "
+                         f"({one_line(str(e))[:160]}); is RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH's "
+                         "file) the cluster's token?") from None
 
 
 def check_readable(targets: list[str], flag: str) -> list[storage.Location]:

@@ -26,7 +26,7 @@ import sys
 import pyarrow as pa
 
 from abacus_ray import storage, trial_status
-from abacus_ray.cli import check_num_cpus, leave_working_dir, one_line
+from abacus_ray.cli import check_cluster, check_num_cpus, join_cluster, leave_working_dir, one_line
 from abacus_ray.config import EvalConfig
 from abacus_ray.config.dicts import with_overrides
 from abacus_ray.evaluation.grids import resolve_grid_names
@@ -166,6 +166,7 @@ def handler(args: argparse.Namespace) -> int:
     }
     eval_cfg = with_overrides(EvalConfig(), overrides)
     check_num_cpus(args.num_cpus)
+    check_cluster(args.address)  # an unreachable head or no token: one line, in seconds
     # a bad URI in one line, in seconds
     results = storage.probe(args.results, "RESULTS", write=False)
     jobs = []
@@ -185,7 +186,7 @@ def handler(args: argparse.Namespace) -> int:
 
     # nothing below depends on the job's working directory
     leave_working_dir(storage.driver_dir(jobs[0][1], "."))
-    runtime.init(args.address, num_cpus=args.num_cpus)
+    join_cluster(args.address, num_cpus=args.num_cpus)
     runtime.quiet_data_progress()
     # evaluators on other nodes read the checkpoints: they must see this directory
     if results.local:

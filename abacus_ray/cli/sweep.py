@@ -23,8 +23,10 @@ from typing import Any
 from abacus_ray import figures, storage
 from abacus_ray.cli import (
     ArgumentParser,
+    check_cluster,
     check_num_cpus,
     guarded,
+    join_cluster,
     leave_working_dir,
     one_line,
     parse_args,
@@ -259,32 +261,8 @@ def check_before_ray(parsed: argparse.Namespace) -> storage.Location:
     ):
         raise ValueError(f"--tracking-uri: {storage.safe_uri(parsed.tracking_uri)!r} is not an "
                          "MLflow server URI (http://HOST:PORT) or --tracking is not mlflow")
-    _check_address(parsed.address)
+    check_cluster(parsed.address)
     return storage.probe(parsed.storage, "--storage")  # one line and exit 2 for bad storage
-
-
-def _join(address: str) -> None:
-    """Connect to the cluster at `--address` now: a head that refuses the token (Ray retries, then
-    raises) is one line naming --address, and nothing of the sweep exists yet."""
-    from abacus_ray.cluster import runtime  # heavy: Ray, only for a sweep that really runs
-
-    try:
-        runtime.init(address)
-    except Exception as e:  # Ray's own exceptions: ConnectionError, RuntimeError, ...
-        raise ValueError(f"--address: cannot join the Ray cluster at {address} "
-                         f"({one_line(str(e))[:160]}); is RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH's "
-                         "file) the cluster's token?") from None
-
-
-def _check_address(address: str | None) -> None:
-    """A cluster address (`--address`, else $RAY_ADDRESS) this process can join: a token to present
-    and a head that answers (`cluster.runtime.check_address`), before anything is created."""
-    from abacus_ray.cluster.runtime import check_address  # imports no Ray: environment and a port
-
-    if address is not None:
-        check_address(address, "--address")
-    elif os.environ.get("RAY_ADDRESS"):
-        check_address(os.environ["RAY_ADDRESS"], "--address (from RAY_ADDRESS)")
 
 
 def dry_run(
@@ -358,7 +336,7 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
     from abacus_ray.plan import cpu_price_words
 
     if parsed.address is not None:  # joined before the sweep's directory is made
-        _join(parsed.address)
+        join_cluster(parsed.address)
     dirs = SweepDir(loc, sweep.name)
     leave_working_dir(dirs.local)  # the sweep's directory, or this machine's for a bucket
     if parsed.tracking == "mlflow" and not loc.local:
