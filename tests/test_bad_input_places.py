@@ -245,3 +245,37 @@ def test_a_cluster_that_cannot_be_joined_is_refused_first(token, offline, work, 
                              "--address", "hostile places: a cluster without its token",
                              roots=[work, offline.parent])
     assert ("RAY_AUTH_TOKEN" in message) == (token is None), message
+
+
+# --- surroundings: a working directory that was deleted ---------------------------------------------
+
+@pytest.mark.parametrize("argv", [["-m", "abacus_ray.cli", "train", "--preset", "tiny"],
+                                  ["sweeps/fig10_k.py", "--dry-run"]])
+def test_a_deleted_working_directory_is_one_line_before_torch_loads(argv, tmp_path):
+    """torch's oneMKL loader dies with a fatal error there; every entry point checks first."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    repo = Path(__file__).resolve().parents[1]
+    script = argv if argv[0] == "-m" else [str(repo / argv[0]), *argv[1:]]
+    code = (f"import os, subprocess, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+            f"sys.exit(subprocess.run([sys.executable, *{script!r}]).returncode)")
+    done = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == ("abacus-ray: error: the working directory no longer exists "
+                                   "(deleted while this shell stood in it); cd to a directory "
+                                   "that does")
+
+
+def test_a_resume_that_changes_the_model_is_refused_before_its_first_line(tmp_path):
+    """`train --resume --set model.layers=3` used to print "resuming ..." and then fail inside the
+    loop."""
+    run_dir = tmp_path / "run"
+    sets = [a for item in SMALL_MODEL for a in ("--set", item)]
+    trained = run(["train", "--preset", "tiny", *sets, "--set", "train.max_steps=1",
+                   "--out", str(run_dir)])
+    assert trained[0] == 0, trained
+    message = assert_refused(["train", "--resume", "--out", str(run_dir), "--set",
+                              "model.layers=3"], "--resume", "a resume that changes the model",
+                             roots=[tmp_path])
+    assert "was trained with a different model.layers" in message

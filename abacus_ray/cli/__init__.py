@@ -21,8 +21,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from abacus_ray import storage
-from abacus_ray.config import ExperimentConfig, preset
+
+def _refuse_a_deleted_working_dir() -> None:
+    """Every entry point (`abacus-ray`, `python sweeps/NAME.py`) imports this package first, before
+    torch: torch's oneMKL loader dies with a fatal error in a working directory that was deleted
+    (the shell still stands in it), so that case is one line and exit 2 here instead."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        sys.stderr.write("abacus-ray: error: the working directory no longer exists (deleted "
+                         "while this shell stood in it); cd to a directory that does\n")
+        raise SystemExit(2) from None
+
+
+_refuse_a_deleted_working_dir()
+
+from abacus_ray import storage  # noqa: E402 - after the check above, as everything that loads torch
+from abacus_ray.config import ExperimentConfig, preset  # noqa: E402
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
 COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary",

@@ -137,7 +137,7 @@ def handler(args: argparse.Namespace) -> int:
         load_checkpoint,
     )
     from abacus_ray.training.budget import budget_terms
-    from abacus_ray.training.loop import check_fits, train
+    from abacus_ray.training.loop import check_fits, check_resumable, train
 
     # a directory or an object-store URI, before any training
     loc = storage.probe(args.out, "--out")
@@ -154,6 +154,7 @@ def handler(args: argparse.Namespace) -> int:
         resumed = load_checkpoint(latest)
         check_train_state(resumed.state, latest / STATE_FILE)
         cfg = resumed.config.with_overrides(args.overrides)
+        check_resumable(cfg, resumed.config, latest, "--resume")  # a --set it cannot take
         del resumed
     else:
         if latest is not None:

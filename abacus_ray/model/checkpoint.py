@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tempfile
 import time
@@ -125,7 +126,10 @@ def resolve_checkpoint(loc: Location) -> Location:
 
 
 def _json_scalars(state: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in state.items() if isinstance(v, (int, float, str, bool)) or v is None}
+    """The state's scalars as JSON holds them: a float that is not finite (the loss of a window
+    without a step) is written as null, never as the NaN JSON has not."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in state.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
 
 def save_checkpoint(directory: Location, model: nn.Module, cfg: ExperimentConfig,
@@ -216,7 +220,8 @@ def read_json(loc: Location) -> dict:
     path = loc.as_path() if loc.local else loc  # as messages name it
     if not storage.is_file(loc):
         raise storage.not_a_file(path, "missing checkpoint file", "a checkpoint file")
-    return storage.read_json(loc, str(path))
+    # an older meta.json may hold a NaN loss (a resumed finished run wrote one): read as null
+    return storage.read_json(loc, str(path), nan_ok=("loss",) if loc.name == META_FILE else ())
 
 
 def read_checkpoint_config(loc: Location) -> ExperimentConfig:

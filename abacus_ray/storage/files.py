@@ -23,6 +23,7 @@ import resource
 import stat
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pyarrow as pa
@@ -228,23 +229,45 @@ def read_text(loc: Location, limit: int = MAX_TEXT_BYTES) -> str:
     return read_bytes(loc, limit).decode()
 
 
-def read_json(loc: Location, name: str | None = None) -> dict:
+def read_json(loc: Location, name: str | None = None, nan_ok: tuple[str, ...] = ()) -> dict:
     """A JSON object from a run-data file (`sweep.json`, `meta.json`, `config.json`): anything
     else (not JSON, not UTF-8, another JSON type, nested past the stack, a NaN or an infinity) is
-    one ValueError naming `name` (default: the file)."""
+    one ValueError naming `name` (default: the file). `nan_ok`: top-level keys whose non-finite
+    value (an informational number older versions wrote so) is read as None."""
     name = name or loc.uri
-
-    def finite(token: str) -> float:
-        raise ValueError(f"{token} is not a number JSON holds")
-
     try:
-        data = json.loads(read_text(loc), parse_constant=finite)
+        data = json.loads(read_text(loc), parse_constant=_NotANumber)
     # RecursionError: '[[[[...' nested past the stack
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise ValueError(f"{name}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{name}: expected a JSON object, found a JSON {type(data).__name__}")
+    data = {k: (None if k in nan_ok and isinstance(v, _NotANumber) else v)
+            for k, v in data.items()}
+    found = _not_a_number(data)
+    if found is not None:
+        raise ValueError(f"{name}: not valid JSON ({found[0]} holds {found[1]}, which JSON has no "
+                         "number for)")
     return data
+
+
+class _NotANumber(str):
+    """Python's json reads NaN and Infinity, which JSON has not: parsed into this marker."""
+
+
+def _not_a_number(data: Any) -> tuple[str, str] | None:
+    """The first key path holding a `_NotANumber` and its token (iterative: any depth json read),
+    else None."""
+    todo: list[tuple[str, Any]] = [("", data)]
+    while todo:
+        path, value = todo.pop()
+        if isinstance(value, _NotANumber):
+            return path or "the value", str(value)
+        if isinstance(value, dict):
+            todo += [(f"{path}.{k}" if path else str(k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            todo += [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    return None
 
 
 @contextlib.contextmanager

@@ -90,7 +90,8 @@ class TrainResult:
     model: nn.Module | None = None  # the trained model (unwrapped, eval mode)
 
 
-def _check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path) -> None:
+def check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path | str,
+                    flag: str = "resume_from") -> None:
     """The model, task and seed must match the checkpoint; training settings may change
     (e.g. a longer budget)."""
     for section in ("seed", "task", "model"):
@@ -99,7 +100,8 @@ def _check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path)
             if isinstance(mine, dict):
                 diff = [k for k in mine if mine[k] != theirs.get(k)]
                 section = f"{section}.{diff[0]}" if diff else section
-            raise ValueError(f"resume_from: {path} was trained with a different {section}")
+            raise ValueError(f"{flag}: {path} was trained with a different {section}; a resumed "
+                             "run keeps its model, task and seed")
 
 
 def check_fits(cfg: ExperimentConfig, device: str | torch.device) -> None:
@@ -139,7 +141,7 @@ def _build_model(
         return model, None
     # a local directory (a URI's checkpoint is copied here first)
     path = ckpt.fetch(resume_from)
-    _check_resumable(cfg, ckpt.read_checkpoint_config(storage.on_disk(path)), path)
+    check_resumable(cfg, ckpt.read_checkpoint_config(storage.on_disk(path)), path)
     # the checks of every loader: fit, finite, hash
     checked = ckpt.read_checked(storage.on_disk(path))
     ckpt.load_state(model, checked.weights, path / ckpt.MODEL_FILE)
