@@ -20,9 +20,12 @@ REPO = Path(__file__).resolve().parents[1]
 LIMIT = 4 << 30
 
 
-def _held(*args: str | Path) -> subprocess.CompletedProcess:
+def _held(*args: str | Path, files: tuple[int, int] | None = None) -> subprocess.CompletedProcess:
+    """`abacus-ray ARGS` under a 4 GB address space (and, given `files`, an open-files limit)."""
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+        if files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, files)
 
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     return subprocess.run([sys.executable, "-m", "abacus_ray.cli", *map(str, args)], cwd=REPO,
@@ -61,3 +64,39 @@ def test_the_read_bound_respects_the_address_space_limit():
         assert bound <= room // 2 and bound <= unlimited
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _sweep_with_a_trial(root: Path) -> Path:
+    """A sweep root as a finished sweep leaves it: sweep.json, one trial's checkpoint and the trial
+    record that lists it (no Ray needed to make it)."""
+    import json
+
+    from abacus_ray import storage, trial_status
+    from abacus_ray.sweep_dir import SweepDir
+
+    cfg = preset("tiny", ["model.hidden=16", "model.intermediate=32", "model.heads=2",
+                          "model.layers=1", "model.abacus_table=128"])
+    torch.manual_seed(0)
+    step = root / "train" / "train-a" / "step-000000001"
+    save_checkpoint(on_disk(step), ArithmeticTransformer.for_experiment(cfg), cfg, {"step": 1})
+    (root / "sweep.json").write_text(json.dumps({"preset": "tiny", "trials": [cfg.to_dict()]}))
+    storage.write_parquet(on_disk(root / SweepDir.TRIALS), trial_status.record_table(
+        [{"run": "s/a", "status": trial_status.FINISHED,
+          "checkpoint": "train/train-a/step-000000001"}]))
+    return root
+
+
+@pytest.mark.slow  # starts a Ray of its own in the subprocess
+@pytest.mark.ray
+def test_eval_all_works_under_rlimit_as_and_says_when_open_files_are_too_few(tmp_path):
+    sweep = _sweep_with_a_trial(tmp_path / "s")
+    argv = ("eval-all", sweep, "--grid", "tiny-addition", "--per-cell", "2", "--num-cpus", "1")
+    # ulimit -n 64 (hard too): Ray's node used to die mid-evaluation; now one line, nothing started
+    refused = _held(*argv, files=(64, 64))
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        "abacus-ray eval-all: error: ulimit -n: this process may open 64 files at most; Ray's "
+        "processes need 1,024: raise the limit (ulimit -n 1024) and run again")
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    done = _held(*argv, files=(64, hard))  # a soft limit alone is raised, as any process may
+    assert done.returncode == 0, done.stderr
+    assert "eval-all: 1 model(s), 152 cells evaluated, 0 already present" in done.stdout

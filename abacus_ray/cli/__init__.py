@@ -16,6 +16,7 @@ import argparse
 import importlib
 import os
 import re
+import resource
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -150,12 +151,32 @@ def leave_working_dir(directory: Path) -> None:
     os.chdir(directory)
 
 
+# Open files Ray's processes need (sockets, pipes, logs of every worker): under `ulimit -n 64` the
+# embedded Ray's node died mid-evaluation, at the common default of 1,024 it runs
+MIN_OPEN_FILES = 1024
+
+
+def check_open_files() -> None:
+    """Enough open files for Ray: a soft limit below `MIN_OPEN_FILES` is raised toward the hard one
+    (which any process may do, and Ray's processes inherit), and a hard limit below it is one
+    line naming `ulimit -n`, before anything starts."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= MIN_OPEN_FILES:
+        return
+    if hard != resource.RLIM_INFINITY and hard < MIN_OPEN_FILES:
+        raise CLIError(f"ulimit -n: this process may open {hard:,} files at most; Ray's processes "
+                       f"need {MIN_OPEN_FILES:,}: raise the limit (ulimit -n {MIN_OPEN_FILES}) and "
+                       "run again")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (MIN_OPEN_FILES, hard))
+
+
 def check_cluster(address: str | None) -> None:
     """A cluster address (`--address`, else $RAY_ADDRESS) this process can join: a token to present
     and a head that answers on its port within seconds (`cluster.runtime.check_address`), before
-    anything is read or created."""
+    anything is read or created; and enough open files for Ray's processes."""
     from abacus_ray.cluster.runtime import check_address  # imports no Ray: environment and a port
 
+    check_open_files()
     if address is not None:
         check_address(address, "--address")
     elif os.environ.get("RAY_ADDRESS"):
