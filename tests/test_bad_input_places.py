@@ -279,3 +279,22 @@ def test_a_resume_that_changes_the_model_is_refused_before_its_first_line(tmp_pa
                               "model.layers=3"], "--resume", "a resume that changes the model",
                              roots=[tmp_path])
     assert "was trained with a different model.layers" in message
+
+
+@pytest.mark.parametrize("flag_argv", [
+    ("--out", ["train", "--preset", "tiny", "--set", "train.max_steps=1", "--out", "{out}"]),
+    ("--out", ["dashboard", "{results}", "--out", "{out}"]),
+    ("--storage", ["sweep", "fig10_k", "--preset", "tiny", "--dry-run", "--storage", "{out}"]),
+])
+def test_an_output_behind_a_symlink_loop_is_refused_before_any_work(flag_argv, tmp_path, no_ray):
+    """It used to be found when the first checkpoint was written, after the training."""
+    flag, argv = flag_argv
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    results = tmp_path / "results"
+    if "{results}" in argv:
+        from dashboards.sample import synthetic_results
+        synthetic_results(results, [("x/y", [])], [(1, 1)], per_cell=2)
+    argv = [a.format(out=tmp_path / "a" / "run", results=results) for a in argv]
+    message = assert_refused(argv, flag, "hostile places: a symlink loop", roots=[tmp_path])
+    assert f"{tmp_path / 'a'} is a symbolic link that leads nowhere" in message

@@ -76,6 +76,9 @@ def check_local_dir(path: Path, flag: str) -> Path:
         raise StorageError(f"{flag}: {path} exists and is not a directory")
     parent = path
     while not parent.exists() and parent.parent != parent:
+        if parent.is_symlink():  # a link to nothing: a loop, or a target that is gone
+            raise StorageError(f"{flag}: cannot create {path}: {parent} is a symbolic link that "
+                               "leads nowhere (a loop, or a target that does not exist)")
         parent = parent.parent
     if not parent.is_dir():
         raise StorageError(f"{flag}: cannot create {path}: {parent} is not a directory")
