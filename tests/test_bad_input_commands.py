@@ -55,13 +55,14 @@ def places(ckpt, work) -> dict[str, Path]:
     (root / "syntax.py").write_text("SWEEP = Sweep(\n")
     (root / "raises.py").write_text("raise RuntimeError('a sweep file that fails')\n")
     (root / "no_sweep.py").write_text("X = 1\n")
+    (root / "exits.py").write_text("raise SystemExit(0)\n")
     shutil.copytree(ckpt, root / "runs" / "run-a" / "step-000000001")
     arch = official_arch("abacus", 1, 1, False)
     write_official(root / "official", arch, official_tensors(arch))
     synthetic_results(root / "sweep" / "results", [("s/run", [])], [(1, 1)], per_cell=4)
     return {"readme": REPO / "README.md", "dir": root / "a-dir", "dir_py": root / "a-dir.py",
             "syntax": root / "syntax.py", "raises": root / "raises.py", "no_sweep": root / "no_sweep.py",
-            "ckpt": ckpt, "runs": root / "runs", "official": root / "official", "results": root / "sweep" / "results",
+            "exits": root / "exits.py", "ckpt": ckpt, "runs": root / "runs", "official": root / "official", "results": root / "sweep" / "results",
             "root": root}
 
 
@@ -189,6 +190,8 @@ WRONG_KIND = [
     (["sweep", "{syntax}", "--dry-run"], "{syntax}:1: syntax error"),
     (["sweep", "{raises}", "--dry-run"], "{raises}: does not run: RuntimeError: a sweep file that fails"),
     (["sweep", "{no_sweep}", "--dry-run"], "{no_sweep}: declares no SWEEP"),
+    # sys.exit(0) while read used to end the command with status 0 and nothing said
+    (["sweep", "{exits}", "--dry-run"], "{exits}: exited (SystemExit(0)) while it was read"),
     (["sweep", "{fresh}/missing.py", "--dry-run"], "{fresh}/missing.py: no such sweep file"),
     (["sweep", "fig10_k", "--dry-run", "--storage", "{readme}"], "--storage"),
     (["sweep", "fig10_k", "--dry-run", "--storage", "{readme}/sub"], "--storage"),

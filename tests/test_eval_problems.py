@@ -123,6 +123,9 @@ def test_cli_problem_file_reproduces_a_grid_cell(tmp_path, noisy_checkpoint, cap
     ("12+34\n1 2+3\n", ":2: '1 2+3': a space inside a number"),  # not silently 12+3
     ("12+34\n12+3\x0c4\n", ":2:"),  # a form feed: one line to an editor, two to str.splitlines
     ("12+34\r\n5+6\u20282+2\n", ":2:"),  # so is a line separator
+    # longer than the model's Abacus table: was blamed on "the grid", without its line
+    ("12+34\n" + "1" * 300 + "+1\n", ":2: '" + "1" * 37 + "...': model.abacus_table: cell add "
+     "300x1 needs 302 Abacus rows"),
 ])
 def test_bad_lines_name_their_line(tmp_path, noisy_checkpoint, capsys, text, culprit):
     """Each bad line is refused naming the file and the line, before the weights are loaded: the

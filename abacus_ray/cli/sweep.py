@@ -91,6 +91,10 @@ def _run_sweep_file(path: Path) -> object:
         raise ValueError(
             f"{path}: does not run: {type(e).__name__}: {one_line(str(e))[:300]}"
         ) from None
+    except SystemExit as e:  # sys.exit() while it was read: it declared no sweep, whatever code
+        raise ValueError(f"{path}: exited (SystemExit({e.code!r})) while it was read, before it "
+                         "declared its SWEEP; a sweep file runs its sweep only under "
+                         "`if __name__ == \"__main__\":`") from None
     return module
 
 

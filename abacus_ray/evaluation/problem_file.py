@@ -197,6 +197,7 @@ def read_problem_file(path: str | Path, cfg: ExperimentConfig) -> ProblemSet:
             raise ValueError(f"{path}:{number}: {len(text)} characters; at most {MAX_LINE_CHARS}")
         try:
             cell, problem, answer = parse_line(joined(text), cfg.task.name, cfg.task.index_hints)
+            check_capacity(cfg, [cell], "shorten its numbers or drop the line")
         except ValueError as e:
             shown = text if len(text) <= 40 else text[:37] + "..."
             raise ValueError(f"{path}:{number}: {shown!r}: {e}") from None

@@ -84,7 +84,8 @@ def cells_for(cfg: ExperimentConfig, grids: Sequence[Grid]) -> list[Cell]:
     return cells
 
 
-def check_capacity(cfg: ExperimentConfig, cells: Sequence[Cell]) -> None:
+def check_capacity(cfg: ExperimentConfig, cells: Sequence[Cell],
+                   remedy: str = "drop the cell from the grid") -> None:
     """Fail before any work if a cell's numbers run past the model's Abacus table."""
     if not cfg.model.uses_abacus or not cells:
         return
@@ -94,7 +95,7 @@ def check_capacity(cfg: ExperimentConfig, cells: Sequence[Cell]) -> None:
     if need > cfg.model.abacus_table:
         raise ValueError(f"model.abacus_table: cell {worst.task} {worst.i}x{worst.j} needs {need} "
                          f"Abacus rows but the checkpoint's table has {cfg.model.abacus_table}; "
-                         "drop the cell from the grid")
+                         f"{remedy}")
 
 
 def missing_cells(cfg: ExperimentConfig, model_id: str, cells: Sequence[Cell],
