@@ -129,10 +129,19 @@ def test_weights_beyond_free_memory_are_refused_before_they_are_read(places, off
 @pytest.fixture
 def full_disk(tmp_path):
     """A real file system to fill up: a 32 MiB tmpfs (root may mount one; skipped where not)."""
-    mount = tmp_path / "disk"
+    yield from _tmpfs(tmp_path / "disk", "32m")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs: room to start writing a checkpoint, not to finish it."""
+    yield from _tmpfs(tmp_path / "small", "1m")
+
+
+def _tmpfs(mount: Path, size: str):
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m,mode=0755", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
+                           str(mount)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
     try:
@@ -177,6 +186,24 @@ def test_training_onto_a_full_disk_names_the_checkpoint_and_leaves_no_run(full_d
     assert last.startswith(f"abacus-ray train: error: {full_disk}/run/step-"), last
     assert "No space left" in last, last
     assert sorted(p.name for p in full_disk.iterdir()) == [".filler"]
+
+
+@pytest.mark.parametrize("command", ["train", "import-official"])
+def test_a_disk_that_fills_inside_torch_save_is_one_line(command, places, small_disk, work,  # noqa: F811
+                                                         no_ray):
+    """torch's zip writer reported the failed write as "RuntimeError: ... unexpected pos", a 45-line
+    traceback, exit 1; now the OSError it was, naming the checkpoint."""
+    out = small_disk / "run"
+    argv = (["train", "--out", str(out), "--device", "cpu", "--set", "train.max_steps=1"]
+            if command == "train" else ["import-official", str(places["official"]), "--out",
+                                         str(out)])
+    with open(small_disk / ".filler", "wb") as fh:  # 16 KiB left: less than any model.pt
+        fh.write(b"\0" * (shutil.disk_usage(small_disk).free - (16 << 10)))
+    code, _, err = run(argv)
+    last = err.splitlines()[-1]
+    assert code == 2 and "Traceback" not in err and "unexpected pos" not in err, err
+    assert last.startswith(f"abacus-ray {command}: error: {out}") and "No space left" in last, last
+    assert [p.name for p in small_disk.iterdir()] == [".filler"]
 
 
 def test_a_dashboard_rebuilt_onto_a_full_disk_keeps_the_old_site(places, full_disk, work, no_ray):  # noqa: F811
