@@ -279,6 +279,18 @@ class SweepPlan:
                 "core_hours": train + evaluate, "wall_hours": wall if runs else 0.0}
 
 
+# What a sweep writes beside its checkpoints and results: Tune's state, the MLflow store, the
+# dashboard (a tiny sweep's are a few MB; this leaves room)
+SWEEP_OVERHEAD_BYTES = 64 << 20
+
+
+def sweep_bytes(configs: Sequence[ExperimentConfig], eval_recurrences: Sequence[int] = ()) -> int:
+    """The bytes a sweep of `configs` writes under its storage: each trial's kept checkpoints and
+    its results rows, plus `SWEEP_OVERHEAD_BYTES`."""
+    costs = [trial_cost(c, eval_recurrences) for c in configs]
+    return sum(c.checkpoint_bytes + c.parquet_bytes for c in costs) + SWEEP_OVERHEAD_BYTES
+
+
 def cpu_plan(configs: Sequence[ExperimentConfig], cores: int) -> dict[str, float]:
     """One sweep's trials on `cores` CPU cores (`SweepPlan.cpu`)."""
     counts: dict[TrialCost, int] = {}

@@ -325,3 +325,12 @@ def test_an_output_behind_a_symlink_loop_is_refused_before_any_work(flag_argv, t
     argv = [a.format(out=tmp_path / "a" / "run", results=results) for a in argv]
     message = assert_refused(argv, flag, "hostile places: a symlink loop", roots=[tmp_path])
     assert f"{tmp_path / 'a'} is a symbolic link that leads nowhere" in message
+
+
+def test_a_sweep_onto_a_disk_too_small_for_it_is_refused_before_ray(full_disk, work, no_ray):
+    """What `plan` says the sweep writes (two tiny trials: about 90 MB) against the 32 MiB disk."""
+    message = assert_refused(["sweep", "fig10_k", "--preset", "tiny", "--storage",
+                              str(full_disk / "st")], "--storage", "hostile places: a full disk",
+                             roots=[full_disk])
+    assert "MB free, but this sweep will write about" in message
+    assert list(full_disk.iterdir()) == []

@@ -16,6 +16,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -319,6 +320,7 @@ def run(sweep: Sweep, argv: list[str]) -> int:
     SweepDir(loc, sweep.name).check_same(record, write=False)
     if parsed.dry_run:
         return dry_run(sweep, parsed, search, trials)
+    check_free_space(loc, sweep, parsed.preset, trials)
     # the embedded Ray: trials train here
     if parsed.address is None and not os.environ.get("RAY_ADDRESS"):
         import torch
@@ -329,6 +331,31 @@ def run(sweep: Sweep, argv: list[str]) -> int:
         gpus = torch.cuda.device_count()  # what the embedded Ray finds, as the driver will decide
         check_fits_here([t.config.replace(cluster=t.config.cluster.resolved(gpus)) for t in trials])
     return run_on_ray(sweep, parsed, search, trials, loc, grids)
+
+
+def check_free_space(loc: storage.Location, sweep: Sweep, preset_name: str,
+                     trials: list[Trial]) -> None:
+    """Refuse, before Ray starts, a local `--storage` whose disk has less room than the sweep will
+    still write (what `abacus-ray plan` counts, less what its directory already holds): a disk that
+    fills mid-sweep costs every trial its last checkpoint. An object store is not measured."""
+    if not loc.local:
+        return
+    from abacus_ray.plan import sweep_bytes
+
+    need = sweep_bytes([t.config for t in trials], sweep.eval_recurrences_for(preset_name))
+    here = Path(loc.path) / sweep.name
+    if here.is_dir():
+        need -= sum(f.stat().st_size for f in here.rglob("*") if f.is_file() and
+                    not f.is_symlink())
+    existing = here
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if free < need:
+        raise ValueError(f"--storage: {loc}: {free / 1e6:,.0f} MB free, but this sweep will write "
+                         f"about {need / 1e6:,.0f} MB more (its checkpoints and results, as "
+                         "`abacus-ray plan` counts them); free some space or give another "
+                         "--storage")
 
 
 def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, trials: list[Trial],
