@@ -193,7 +193,8 @@ def test_an_arm_below_the_learned_floor_decides_nothing_and_is_named():
     v = judge(VERSUS, _table(_model(_ood(2), **{"model.positions": "abacus"}),
                              _unlearned(60, **{"model.positions": "fire"})))
     assert v.verdict == NOT_LEARNED
-    assert "FIRE (ID 40.0 %) below the 90.0 % ID floor: nothing compared" in v.evidence
+    assert "FIRE (ID 40.0 %) 60.0 %" in v.evidence
+    assert v.evidence.endswith("; FIRE under the 90.0 % ID floor: nothing compared")
     assert v.line().startswith("Conclusion (Fig. 3): Abacus beats FIRE: not learned at this scale")
     # an untrained model under a below-threshold claim, and beside a learned control
     v = judge(BELOW, _table(_unlearned(0, id_correct=0, **{"model.positions": "fire"}),

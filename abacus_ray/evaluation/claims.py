@@ -410,8 +410,8 @@ def _unlearned(claim: Claim, rates: tuple[Rate, ...]) -> tuple[str, str] | None:
                            "cell of it was evaluated")
     short = [r for r in rates if r.learned is not None and not r.learned.reaches(LEARNED_FLOOR)]
     if short:
-        names = " and ".join(f"{r.label} ({r.learned.text()})" for r in short)
-        return NOT_LEARNED, f"{names} below the {pct(LEARNED_FLOOR)} ID floor: nothing compared"
+        names = " and ".join(r.label for r in short)
+        return NOT_LEARNED, f"{names} under the {pct(LEARNED_FLOOR)} ID floor: nothing compared"
     return None
 
 
