@@ -40,7 +40,7 @@ class SiteData:
         means = entry_means(cells)
         spreads = {"accuracy": group_views(group_spreads(means)),
                    "first_accuracy": group_views(group_spreads(means, "first_accuracy"))}
-        counts = cells.groupby("entry").agg(cells_n=("i", "size"), problems=("n", "sum"),
+        counts = cells.groupby("entry").agg(cells_n=("i", "size"), problems_n=("n", "sum"),
                                             last_evaluated=("evaluated_at", "max"))
         entries = cells.drop_duplicates("entry").set_index("entry").join(counts).reset_index()
         entries = entries.drop(

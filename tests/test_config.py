@@ -62,3 +62,12 @@ def test_former_key_names_are_read_as_todays():
     assert sweep_change(recorded, {"preset": "tiny", "trials": [{"name": "a", **cfg.to_dict()}]}) is None
     with pytest.raises(ValueError, match="given twice"):
         preset("tiny", ["eval.probe_every=20", "eval.validation_every=30"])
+
+
+@pytest.mark.parametrize("word", ["unset", "null", "none", "UNSET"])
+def test_unset_is_null_in_an_optional_field(word):
+    """The reference says `unset` is JSON's null; `--set key=unset` used to be refused."""
+    cfg = preset("tiny", [f"model.eval_recurrences={word}", f"train.budget_hours={word}"])
+    assert cfg.model.eval_recurrences is None and cfg.train.budget_hours is None
+    with pytest.raises(ValueError, match="^model.layers"):
+        preset("tiny", ["model.layers=unset"])  # not optional: still a number

@@ -111,6 +111,9 @@ def test_cli_problem_file_reproduces_a_grid_cell(tmp_path, noisy_checkpoint, cap
     assert main(["eval", str(noisy_checkpoint), "--problems", str(f), "--seed", "4", "--out", str(out)]) == 0
     assert "already scored" in capsys.readouterr().out
     assert main(["summary", str(out)]) == 0
+    # the dashboard reads this layout too (its entry counts once collided with the `problems` column)
+    assert main(["dashboard", str(out), "--out", str(tmp_path / "site")]) == 0
+    assert (tmp_path / "site" / "index.html").is_file()
 
 
 @pytest.mark.parametrize("text, culprit", [

@@ -67,13 +67,17 @@ def shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]} ({len(text)} chars)"
 
 
+# what `--set key=...` takes for JSON's null in an optional field (the reference writes `unset`)
+UNSET_WORDS = ("unset", "none", "null", "")
+
+
 def coerce(key: str, tp: Any, value: Any) -> Any:
     """Convert `value` (from JSON or a `--set` string) to the field type `tp`, or raise naming
     `key`."""
     inner = _optional_inner(tp)
     if inner is not None:
         if value is None or (isinstance(value, str)
-                             and value.strip().lower() in ("none", "null", "")):
+                             and value.strip().lower() in UNSET_WORDS):
             return None
         if inner is bool and isinstance(value, str) and value.strip().lower() == "auto":
             return None  # an optional switch's unset value is its automatic choice
