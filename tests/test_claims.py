@@ -584,3 +584,14 @@ def test_fig16_is_read_against_fig3s_masked_runs_where_both_ran(tmp_path, capsys
     assert cells[4] == SHOWN, row
     assert "recurrences = 1, injection = every: masked (Fig. 3) (ID 100.0 %) 50.0 %" in cells[5]
     assert "vs unmasked (ID 100.0 %) 20.0 %" in cells[5]
+
+
+def test_summary_fig10_of_another_experiment_speaks_no_words_of_the_papers(tmp_path, capsys):
+    root = _write_fig10_sweep(tmp_path / "my_k_sweep", figure="my_k_sweep")
+    assert cli_main(["summary", str(root), "--fig10"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("Conclusion (offsets k): a larger Abacus offset k solves lengths past")
+    assert ": shown — " in last and "(paper:" not in last and "size-20" not in last
+    fig10 = _write_fig10_sweep(tmp_path / "fig10_k")
+    assert cli_main(["summary", str(fig10), "--fig10"]) == 0
+    assert "(paper: read from the plot" in capsys.readouterr().out.strip().splitlines()[-1]
