@@ -334,3 +334,28 @@ def test_a_sweep_onto_a_disk_too_small_for_it_is_refused_before_ray(full_disk, w
                              roots=[full_disk])
     assert "MB free, but this sweep will write about" in message
     assert list(full_disk.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, place", [
+    (["sweep", "fig10_k", "--preset", "tiny", "--storage", "{root}"], "{root}/fig10_k"),
+    (["train", "--preset", "tiny", "--set", "train.max_steps=1", "--out", "{root}/run"],
+     "{root}/run"),
+])
+def test_a_second_run_into_a_leased_place_is_refused_before_any_work(argv, place, tmp_path, no_ray):
+    """Two sweeps into one --storage trained into the same trial directories; two trains into one
+    --out each printed the same checkpoint path. The first holds the lease (here: this test
+    process, alive); the second is refused before Ray or a model."""
+    import json
+
+    import psutil
+
+    me = psutil.Process()
+    held = Path(place.format(root=tmp_path))
+    held.mkdir(parents=True)
+    (held / ".lease").write_text(json.dumps({"host": socket.gethostname(), "pid": me.pid,
+                                             "started": me.create_time(), "since": "now",
+                                             "token": "first"}))
+    flag = "--storage" if argv[0] == "sweep" else "--out"
+    message = assert_refused([a.format(root=tmp_path) for a in argv], flag,
+                             "hostile places: a place another run holds", roots=[tmp_path])
+    assert f"{held} is in use by another run (pid {me.pid} on " in message

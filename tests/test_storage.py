@@ -305,3 +305,42 @@ def test_a_hostile_manifest_reads_as_an_absent_directory(s3_env, tmp_path):
         with pytest.raises(FileNotFoundError, match="incomplete directory"):
             storage.download(loc, tmp_path / "copy" / "here")
         assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def _planted_lease(loc, **owner) -> None:
+    import json
+
+    storage.write_text(loc / storage.LEASE_FILE, json.dumps(
+        {"host": "elsewhere", "pid": 1, "started": 0.0, "since": "then", "token": "theirs"} | owner))
+
+
+def test_one_owner_per_output_place(root, capsys):
+    """A second holder is refused in one line naming the first; a lease whose process is gone (this
+    host, no such process) is taken over with a line; another host's only with --break-lease."""
+    import psutil
+
+    loc = storage.resolve(root) / "run"
+    with storage.lease(loc, "--out"):
+        with pytest.raises(StorageError, match=r"^--out: .* is in use by another run \(pid "):
+            with storage.lease(loc, "--out"):
+                pass
+    assert not storage.exists(loc / storage.LEASE_FILE)  # given back at the end
+    me = psutil.Process()
+    import socket
+
+    _planted_lease(loc, host=socket.gethostname(), pid=me.pid, started=me.create_time())
+    with pytest.raises(StorageError, match="in use by another run"):  # a live process holds it
+        with storage.lease(loc, "--out"):
+            pass
+    _planted_lease(loc, host=socket.gethostname(), pid=me.pid, started=me.create_time() - 100)
+    with storage.lease(loc, "--out"):  # that pid now runs another process: the owner is gone
+        pass
+    assert "taken over: that process is gone" in capsys.readouterr().err
+    _planted_lease(loc)  # another host's: this machine cannot tell
+    with pytest.raises(StorageError, match="rerun with --break-lease"):
+        with storage.lease(loc, "--out"):
+            pass
+    with storage.lease(loc, "--out", break_lease=True):
+        pass
+    assert "broken (--break-lease)" in capsys.readouterr().err
+    assert not storage.exists(loc / storage.LEASE_FILE)

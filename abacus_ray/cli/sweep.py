@@ -174,6 +174,10 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
                        help="instead of searching: retrain the best point of this sweep's "
                             f"finished search (its {SweepDir.SEARCH} under --storage) with several "
                             "seeds for each value of the compared axes, as the sweep NAME_confirm")
+    p.add_argument("--break-lease", action="store_true",
+                   help="take over the sweep directory's lease from a run that is gone (one "
+                        "this machine cannot tell is gone: another host's); never needed for "
+                        "a run of this host that was killed")
     p.add_argument("--dry-run", action="store_true",
                    help="print the expanded trials (name, swept values, full resolved config) "
                         "as JSON; start nothing")
@@ -330,7 +334,10 @@ def run(sweep: Sweep, argv: list[str]) -> int:
 
         gpus = torch.cuda.device_count()  # what the embedded Ray finds, as the driver will decide
         check_fits_here([t.config.replace(cluster=t.config.cluster.resolved(gpus)) for t in trials])
-    return run_on_ray(sweep, parsed, search, trials, loc, grids)
+    # one sweep at a time in this directory: a second is refused before Ray starts
+    with storage.lease(SweepDir(loc, sweep.name).root, "--storage",
+                       break_lease=parsed.break_lease):
+        return run_on_ray(sweep, parsed, search, trials, loc, grids)
 
 
 def check_free_space(loc: storage.Location, sweep: Sweep, preset_name: str,

@@ -28,6 +28,9 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, metavar="DIR",
                    help="checkpoint directory (step-* subdirectories), or an object-store URI "
                         "(s3://, gs://): checkpoints are then written locally and copied up")
+    p.add_argument("--break-lease", action="store_true",
+                   help="take over DIR's lease from a run that is gone (one this machine cannot "
+                        "tell is gone: another host's)")
     p.add_argument("--resume", action="store_true",
                    help="continue from DIR's latest checkpoint and its stored config "
                         "(--set still applies)")
@@ -128,6 +131,15 @@ def budget_in_words(p: dict) -> list[str]:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # a directory or an object-store URI, before any training
+    loc = storage.probe(args.out, "--out")
+    # one run at a time in a run directory: a second is refused before anything is read
+    with storage.lease(loc, "--out", break_lease=args.break_lease):
+        return _train(args, loc)
+
+
+def _train(args: argparse.Namespace, loc: storage.Location) -> int:
+    """Train into `loc`, whose lease this process holds."""
     # heavy: torch (checkpoints, budget and loop load it), with the command,
     # not at `abacus-ray --help`
     from abacus_ray.model.checkpoint import (
@@ -139,8 +151,6 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.training.budget import budget_terms
     from abacus_ray.training.loop import check_fits, check_resumable, train
 
-    # a directory or an object-store URI, before any training
-    loc = storage.probe(args.out, "--out")
     # On object storage the loop writes into a local staging directory and
     # each checkpoint is copied up.
     out = loc.as_path() if loc.local else Path(tempfile.mkdtemp(prefix="abacus-train-"))

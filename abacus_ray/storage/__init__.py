@@ -41,6 +41,7 @@ A path or URI is resolved once, where it enters (the command line); everything b
                                             # manifest on an object store (`dirs` says what holds
                                             # on each)
     upload(local_dir, loc), download(loc, local_dir)  # whole directories to and from this machine
+    with lease(loc, "--out"): ...           # one owner per output place (`lease`)
 
 `StorageError` is a `ValueError`: the command line prints it as one line and exits 2. The modules:
 `location` (parsing into a `Location`), `files` (files and Parquet, atomic writes), `dirs` (whole
@@ -82,6 +83,7 @@ from abacus_ray.storage.files import (
     write_parquet,
     write_text,
 )
+from abacus_ray.storage.lease import LEASE_FILE, lease
 from abacus_ray.storage.location import (
     Location,
     StorageError,
@@ -96,6 +98,7 @@ from abacus_ray.storage.location import (
 from abacus_ray.storage.probe import check_local_dir, check_location, probe
 
 __all__ = [
+    "LEASE_FILE",
     "MAX_TEXT_BYTES",
     "Location",
     "NotParquetError",
@@ -119,6 +122,7 @@ __all__ = [
     "is_dir",
     "is_file",
     "is_uri",
+    "lease",
     "listdir",
     "local_path",
     "located",
