@@ -95,10 +95,11 @@ class SweepDir:
             storage.write_text(self.spec, json.dumps(record, indent=2, sort_keys=True))
 
     def read_record(self) -> dict[str, Any]:
-        """`sweep.json` as `record_of` wrote it: an object with a preset name and a list of trial
-        configs (objects); anything else, or a file that is no JSON, is one ValueError naming it."""
+        """`sweep.json` as `record_of` wrote it: an object with a preset name and (where it has
+        them) a list of trial configs (objects); anything else, or a file that is no JSON, is one
+        ValueError naming it."""
         data = storage.read_json(self.spec)
-        trials = data.get("trials")
+        trials = data.get("trials", [])
         if not isinstance(data.get("preset"), str) or not isinstance(trials, list) or not all(
                 isinstance(t, dict) for t in trials):
             raise ValueError(f"{self.spec}: not a sweep record (expected a preset name and a "

@@ -183,7 +183,8 @@ def test_training_onto_a_full_disk_names_the_checkpoint_and_leaves_no_run(full_d
                           "--set", "train.max_steps=2", *(f"--set={s}" for s in SMALL_MODEL)])
     last = err.splitlines()[-1]
     assert code == 2 and "Traceback" not in err, err
-    assert last.startswith(f"abacus-ray train: error: {full_disk}/run/step-"), last
+    # the run's lease is its first write: the full disk is met there, before any training
+    assert last.startswith(f"abacus-ray train: error: {full_disk}/run/.lease"), last
     assert "No space left" in last, last
     assert sorted(p.name for p in full_disk.iterdir()) == [".filler"]
 

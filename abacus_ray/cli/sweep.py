@@ -16,7 +16,6 @@ import dataclasses
 import importlib.util
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -324,7 +323,6 @@ def run(sweep: Sweep, argv: list[str]) -> int:
     SweepDir(loc, sweep.name).check_same(record, write=False)
     if parsed.dry_run:
         return dry_run(sweep, parsed, search, trials)
-    check_free_space(loc, sweep, parsed.preset, trials)
     # the embedded Ray: trials train here
     if parsed.address is None and not os.environ.get("RAY_ADDRESS"):
         import torch
@@ -334,6 +332,7 @@ def run(sweep: Sweep, argv: list[str]) -> int:
 
         gpus = torch.cuda.device_count()  # what the embedded Ray finds, as the driver will decide
         check_fits_here([t.config.replace(cluster=t.config.cluster.resolved(gpus)) for t in trials])
+    check_free_space(loc, sweep, parsed.preset, trials)
     # one sweep at a time in this directory: a second is refused before Ray starts
     with storage.lease(SweepDir(loc, sweep.name).root, "--storage",
                        break_lease=parsed.break_lease):
@@ -345,19 +344,14 @@ def check_free_space(loc: storage.Location, sweep: Sweep, preset_name: str,
     """Refuse, before Ray starts, a local `--storage` whose disk has less room than the sweep will
     still write (what `abacus-ray plan` counts, less what its directory already holds): a disk that
     fills mid-sweep costs every trial its last checkpoint. An object store is not measured."""
-    if not loc.local:
+    here = SweepDir(loc, sweep.name).root
+    free = storage.free_bytes(here)
+    if free is None:
         return
     from abacus_ray.plan import sweep_bytes
 
     need = sweep_bytes([t.config for t in trials], sweep.eval_recurrences_for(preset_name))
-    here = Path(loc.path) / sweep.name
-    if here.is_dir():
-        need -= sum(f.stat().st_size for f in here.rglob("*") if f.is_file() and
-                    not f.is_symlink())
-    existing = here
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    free = shutil.disk_usage(existing).free
+    need -= storage.tree_bytes(here)
     if free < need:
         raise ValueError(f"--storage: {loc}: {free / 1e6:,.0f} MB free, but this sweep will write "
                          f"about {need / 1e6:,.0f} MB more (its checkpoints and results, as "

@@ -18,6 +18,7 @@ from typing import TextIO
 
 from abacus_ray import storage
 from abacus_ray.cli import CLIError, add_config_args, check_device, config_from_args
+from abacus_ray.config import ExperimentConfig
 
 
 def register(subparsers) -> None:
@@ -131,15 +132,6 @@ def budget_in_words(p: dict) -> list[str]:
 
 
 def handler(args: argparse.Namespace) -> int:
-    # a directory or an object-store URI, before any training
-    loc = storage.probe(args.out, "--out")
-    # one run at a time in a run directory: a second is refused before anything is read
-    with storage.lease(loc, "--out", break_lease=args.break_lease):
-        return _train(args, loc)
-
-
-def _train(args: argparse.Namespace, loc: storage.Location) -> int:
-    """Train into `loc`, whose lease this process holds."""
     # heavy: torch (checkpoints, budget and loop load it), with the command,
     # not at `abacus-ray --help`
     from abacus_ray.model.checkpoint import (
@@ -148,9 +140,10 @@ def _train(args: argparse.Namespace, loc: storage.Location) -> int:
         latest_checkpoint,
         load_checkpoint,
     )
-    from abacus_ray.training.budget import budget_terms
-    from abacus_ray.training.loop import check_fits, check_resumable, train
+    from abacus_ray.training.loop import check_fits, check_resumable
 
+    # a directory or an object-store URI, before any training
+    loc = storage.probe(args.out, "--out")
     # On object storage the loop writes into a local staging directory and
     # each checkpoint is copied up.
     out = loc.as_path() if loc.local else Path(tempfile.mkdtemp(prefix="abacus-train-"))
@@ -164,7 +157,7 @@ def _train(args: argparse.Namespace, loc: storage.Location) -> int:
         resumed = load_checkpoint(latest)
         check_train_state(resumed.state, latest / STATE_FILE)
         cfg = resumed.config.with_overrides(args.overrides)
-        check_resumable(cfg, resumed.config, latest, "--resume")  # a --set it cannot take
+        check_resumable(cfg, resumed.config, str(latest), "--resume")  # a --set it cannot take
         del resumed
     else:
         if latest is not None:
@@ -175,6 +168,18 @@ def _train(args: argparse.Namespace, loc: storage.Location) -> int:
     if cfg.cluster.use_gpu is None:  # auto: the config records where --device put the run
         cfg = cfg.replace(cluster=cfg.cluster.resolved(1.0 if device.startswith("cuda") else 0.0))
     check_fits(cfg, device)  # before the first line is printed: a refusal is the only line
+    # one run at a time in a run directory: a second is refused before any training
+    with storage.lease(loc, "--out", break_lease=args.break_lease):
+        return _train(args, loc, cfg, device, latest, out)
+
+
+def _train(args: argparse.Namespace, loc: storage.Location, cfg: ExperimentConfig, device: str,
+           latest: storage.Location | None, out: Path) -> int:
+    """Train `cfg` into `loc`, whose lease this process holds; print where it went."""
+    from abacus_ray.model.checkpoint import latest_checkpoint
+    from abacus_ray.training.budget import budget_terms
+    from abacus_ray.training.loop import train
+
     m, t = cfg.model, cfg.task
     limits = budget_in_words(budget_terms(cfg))
     print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} "

@@ -139,6 +139,7 @@ class _KeepingWriteErrors:
 
     def __init__(self, fh: Any) -> None:
         self.fh, self.error = fh, None
+        self.name = getattr(fh, "name", None)  # the file it writes, as a file object says
 
     def write(self, data: bytes) -> int:
         try:

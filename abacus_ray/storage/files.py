@@ -20,6 +20,7 @@ import json
 import os
 import posixpath
 import resource
+import shutil
 import stat
 import uuid
 from pathlib import Path
@@ -280,6 +281,25 @@ def naming_full_disk(path: str | Path):  # a local path, or an object store's UR
         if e.errno in DISK_FULL:
             raise OSError(e.errno, e.strerror, str(path)) from None
         raise
+
+
+def free_bytes(loc: Location) -> int | None:
+    """Bytes free on the disk that holds (or would hold) the local `loc`; None on an object store,
+    which has no such number."""
+    if not loc.local:
+        return None
+    here = Path(loc.path)
+    while not here.exists() and here.parent != here:
+        here = here.parent
+    return shutil.disk_usage(here).free
+
+
+def tree_bytes(loc: Location) -> int:
+    """Bytes of the regular files under a local directory (links not followed; 0 where missing)."""
+    root = Path(loc.path)
+    if not loc.local or not root.is_dir():
+        return 0
+    return sum(f.lstat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
 
 
 def missing_dirs(path: str | Path) -> list[Path]:

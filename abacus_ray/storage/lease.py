@@ -22,10 +22,19 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 
-from abacus_ray.storage.files import delete, exists, read_json, write_text
+from abacus_ray.storage.files import (
+    delete,
+    exists,
+    missing_dirs,
+    naming_full_disk,
+    read_json,
+    remove_empty,
+    write_text,
+)
 from abacus_ray.storage.location import Location, StorageError
 
 LEASE_FILE = ".lease"
@@ -70,8 +79,12 @@ def _take(path: Location, me: dict) -> bool:
             fd = os.open(path.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        try:
+            with naming_full_disk(path.path), os.fdopen(fd, "w") as fh:
+                fh.write(text)
+        except OSError:
+            os.unlink(path.path)  # no lease half-written
+            raise
         return True
     if exists(path):
         return False
@@ -80,13 +93,8 @@ def _take(path: Location, me: dict) -> bool:
     return _read(path).get("token") == me["token"]
 
 
-@contextlib.contextmanager
-def lease(place: Location, flag: str, *, break_lease: bool = False) -> Iterator[None]:
-    """Hold the lease of `place` (a directory, made where missing) for the `with` block; refused in
-    one `StorageError` line naming `flag` where another run holds it."""
-    if place.local:
-        os.makedirs(place.path, exist_ok=True)
-    path, me = place / LEASE_FILE, _mine()
+def _acquire(place: Location, path: Location, me: dict, flag: str, break_lease: bool) -> None:
+    """Take the lease at `path` for `me`, or refuse naming its holder."""
     if not _take(path, me):
         owner = _read(path)
         if not (break_lease or _gone(owner)):
@@ -99,8 +107,24 @@ def lease(place: Location, flag: str, *, break_lease: bool = False) -> Iterator[
         if not _take(path, me):
             raise StorageError(f"{flag}: {place} was taken by another run meanwhile "
                                f"({_who(_read(path))})")
+
+
+@contextlib.contextmanager
+def lease(place: Location, flag: str, *, break_lease: bool = False) -> Iterator[None]:
+    """Hold the lease of `place` (a directory, made where missing) for the `with` block; refused in
+    one `StorageError` line naming `flag` where another run holds it."""
+    made = missing_dirs(Path(place.path)) if place.local else []
+    if place.local:
+        os.makedirs(place.path, exist_ok=True)
+    path, me = place / LEASE_FILE, _mine()
+    try:
+        _acquire(place, path, me, flag, break_lease)
+    except BaseException:
+        remove_empty(made)
+        raise
     try:
         yield
     finally:
         if _read(path).get("token") == me["token"]:
             delete(path, quiet=True)
+        remove_empty(made)  # a run that wrote nothing leaves no directory of its own

@@ -90,7 +90,7 @@ class TrainResult:
     model: nn.Module | None = None  # the trained model (unwrapped, eval mode)
 
 
-def check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: Path | str,
+def check_resumable(cfg: ExperimentConfig, saved: ExperimentConfig, path: str,
                     flag: str = "resume_from") -> None:
     """The model, task and seed must match the checkpoint; training settings may change
     (e.g. a longer budget)."""
@@ -141,7 +141,7 @@ def _build_model(
         return model, None
     # a local directory (a URI's checkpoint is copied here first)
     path = ckpt.fetch(resume_from)
-    check_resumable(cfg, ckpt.read_checkpoint_config(storage.on_disk(path)), path)
+    check_resumable(cfg, ckpt.read_checkpoint_config(storage.on_disk(path)), str(path))
     # the checks of every loader: fit, finite, hash
     checked = ckpt.read_checked(storage.on_disk(path))
     ckpt.load_state(model, checked.weights, path / ckpt.MODEL_FILE)
