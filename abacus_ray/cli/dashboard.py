@@ -1,5 +1,4 @@
-"""`abacus-ray dashboard RESULTS [--out DIR] [--serve]`: interactive
-accuracy dashboards from Parquet.
+"""`abacus-ray dashboard RESULTS [--out DIR] [--serve]`: interactive dashboards from Parquet.
 
 RESULTS is a results directory, a sweep root (holding `results/`) or a storage root holding several
 sweeps. The site is static HTML that works offline; `--serve` serves it on 127.0.0.1 and rebuilds it

@@ -45,13 +45,16 @@ def register(subparsers) -> None:
                    help="score one checkpoint on a file of problems, one a line in natural digit "
                         "order and the task's syntax (123+4567, 12*34, ...): a row per problem in "
                         "RESULTS/problems, plus cell rows (evaluation/problem_file.py)")
-    p.add_argument("--per-cell", type=int, default=None, help="problems per cell (default 100)")
-    p.add_argument(
-        "--seed", type=int, default=None, help="eval seed: problems and noise per cell (default 0)"
-    )
+    p.add_argument("--per-cell", type=int, default=None,
+                   help="problems per cell (default: the checkpoint's eval.per_cell; 100 unless "
+                        "its run set another)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="eval seed: problems and noise per cell (default: the checkpoint's "
+                        "eval.seed)")
     p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="teacher (one forward per cell, default), kv (KV-cache "
-                        "greedy), naive (oracle)")
+                   help="teacher (one forward per cell), kv (KV-cache greedy), naive (oracle) "
+                        "(default: the checkpoint's eval.engine, teacher unless its run set "
+                        "another)")
     p.add_argument(
         "--recurrences", type=int, default=None, help="test-time recurrences (default: the model's)"
     )
@@ -61,14 +64,15 @@ def register(subparsers) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="auto: fp32, the official evaluation's; bf16: autocast on CUDA, faster, "
                         "changes ~0.1 %% of verdicts (docs/fidelity.md); tf32: fp32 with TF32 "
-                        "matrix products (CUDA)")
+                        "matrix products (CUDA) (default: the checkpoint's eval.precision)")
     p.add_argument("--token-budget", type=int, default=None,
                    help="tokens per batch (rows x padded length); default sized to the device")
     p.add_argument("--sort-require-eos", action="store_true", default=None,
                    help="sorting: also require the EOS (the official metric ignores it)")
     p.add_argument("--hint-scoring", choices=HINT_SCORINGS, default=None,
                    help="index-hint models: official (digits only, hints dropped, the official "
-                        "eval; default) or strict (every hint symbol must be right too)")
+                        "eval) or strict (every hint symbol must be right too) (default: the "
+                        "checkpoint's eval.hint_scoring)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     p.add_argument("--run-id", default=None, help="optional run id stored in every row")
     p.add_argument("--flush-every-s", type=float, default=10.0,
