@@ -76,9 +76,13 @@ class SweepDir:
         return self.root / self.SPEC
 
     @staticmethod
-    def record_of(preset_name: str, configs: Sequence[Any]) -> dict[str, Any]:
-        """What `sweep.json` holds: the preset and every trial's resolved config."""
-        return {"preset": preset_name, "trials": [cfg.to_dict() for cfg in configs]}
+    def record_of(preset_name: str, configs: Sequence[Any],
+                  claim: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What `sweep.json` holds: the preset, every trial's resolved config and, for a sweep file
+        that declares one, its claim (`evaluation.claims.claim_to_dict`), which `summary` and the
+        dashboard judge as they judge a figure's."""
+        record = {"preset": preset_name, "trials": [cfg.to_dict() for cfg in configs]}
+        return record if claim is None else record | {"claim": claim}
 
     def check_same(self, record: dict[str, Any], *, write: bool = True) -> None:
         """Refuse a `--storage` whose `sweep.json` records another sweep (what counts:
@@ -101,9 +105,9 @@ class SweepDir:
         data = storage.read_json(self.spec)
         trials = data.get("trials", [])
         if not isinstance(data.get("preset"), str) or not isinstance(trials, list) or not all(
-                isinstance(t, dict) for t in trials):
-            raise ValueError(f"{self.spec}: not a sweep record (expected a preset name and a "
-                             "list of trial configs)")
+                isinstance(t, dict) for t in trials) or not isinstance(data.get("claim", {}), dict):
+            raise ValueError(f"{self.spec}: not a sweep record (expected a preset name, a list "
+                             "of trial configs and, where it has one, a claim object)")
         return data
 
     @property

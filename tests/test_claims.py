@@ -595,3 +595,47 @@ def test_summary_fig10_of_another_experiment_speaks_no_words_of_the_papers(tmp_p
     fig10 = _write_fig10_sweep(tmp_path / "fig10_k")
     assert cli_main(["summary", str(fig10), "--fig10"]) == 0
     assert "(paper: read from the plot" in capsys.readouterr().out.strip().splitlines()[-1]
+
+
+OWN_SWEEP = '''
+from abacus_ray.evaluation.claims import MAX, MIN, Arm, Cells, Claim
+from abacus_ray.sweep import Sweep
+
+SWEEP = Sweep(name="my_k_sweep", caption="k = 1 against k = 12", base={}, seeds=1,
+              axes={"model.max_k": [1, 12]})
+CLAIM = Claim("My claim", "a larger k reaches further", Cells("i = j", past_positions=True),
+              pairs=((Arm("largest k", {"model.max_k": MAX}),
+                      Arm("smallest k", {"model.max_k": MIN})),))
+'''
+
+
+def test_a_sweep_files_own_claim_is_judged_as_a_figures(tmp_path, capsys):
+    """A CLAIM beside a sweep file's SWEEP: shown in its dry run, recorded in sweep.json, and judged
+    by summary and the dashboard (it used to be ignored)."""
+    from abacus_ray.evaluation.claim_record import claim_from_dict
+
+    path = tmp_path / "my_k_sweep.py"
+    path.write_text(OWN_SWEEP)
+    assert cli_main(["sweep", str(path), "--preset", "tiny", "--dry-run",
+                     "--storage", str(tmp_path / "runs")]) == 0
+    recorded = json.loads(capsys.readouterr().out)["claim"]
+    assert claim_from_dict(recorded).figure == "My claim"
+    root = _write_fig10_sweep(tmp_path / "runs" / "my_k_sweep", figure="my_k_sweep")
+    record = json.loads((root / "sweep.json").read_text()) | {"claim": recorded}
+    (root / "sweep.json").write_text(json.dumps(record))
+    assert cli_main(["summary", str(root)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("Conclusion (My claim): a larger k reaches further: shown — i = j: ")
+    assert cli_main(["dashboard", str(tmp_path / "runs"), "--out", str(tmp_path / "site")]) == 0
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert "<td>My claim</td><td>a larger k reaches further</td>" in html
+
+
+def test_every_figures_claim_survives_its_json():
+    from abacus_ray.evaluation.claim_record import claim_from_dict, claim_to_dict
+
+    for name in figures.names():
+        claim = figures.claim(name)
+        assert claim_from_dict(json.loads(json.dumps(claim_to_dict(claim)))) == claim, name
+    with pytest.raises(ValueError, match="^not a claim"):
+        claim_from_dict({"figure": "x"})

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from abacus_ray import figures, storage
 from abacus_ray.config import PRESETS, preset
+from abacus_ray.evaluation.claim_record import claim_from_dict
 from abacus_ray.evaluation.claims import Claim, Verdict, judge, per_seed
 from abacus_ray.evaluation.places import read_each, results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells_table
@@ -100,19 +101,37 @@ def without_seed(name: object) -> object:
 
 
 def claim_for(sweep: str | None, cells: pd.DataFrame) -> Claim | None:
-    """The figure claim that a sweep's rows answer: the claim of the figure named `sweep`, else of
-    the sweep the rows name (`name` = NAME/trial); None where no figure claims them."""
+    """The claim that a sweep's rows answer: the claim of the figure named `sweep`, else of the
+    sweep the rows name (`name` = NAME/trial), else the claim its `sweep.json` records (a sweep
+    file's own `CLAIM`); None where nothing claims them."""
     names = [sweep] if sweep else []
     if "name" in cells.columns:
         names += sorted({str(n).split("/")[0] for n in cells["name"].dropna()})
-    return next((c for c in map(figures.claim, names) if c is not None), None)
+    found = next((c for c in map(figures.claim, names) if c is not None), None)
+    if found is not None or "results_dir" not in cells.columns or cells.empty:
+        return found
+    return recorded_claim(cells["results_dir"].iloc[0])
+
+
+def recorded_claim(results: Location) -> Claim | None:
+    """The claim the `sweep.json` of `results`' sweep records, if any."""
+    sweep = SweepDir.holding(results)
+    if sweep is None or not storage.is_file(sweep.spec):
+        return None
+    data = sweep.read_record().get("claim")
+    if data is None:
+        return None
+    try:
+        return claim_from_dict(data)
+    except ValueError as e:
+        raise ValueError(f"{sweep.spec}: its claim: {e}") from None
 
 
 def verdict(results: Location, cells: pd.DataFrame) -> Verdict | None:
     """The verdict of the figure claim that `results` answer, or None where no figure claims them;
     judged at the scale the sweep ran at (a paper-scale threshold binds only there)."""
     sweep = SweepDir.holding(results)
-    claim = claim_for(sweep.name if sweep is not None else None, cells)
+    claim = claim_for(sweep.name if sweep is not None else None, cells) or recorded_claim(results)
     if claim is None:
         return None
     return judge(claim, cells, paper_scale=_paper_scale(results, cells))

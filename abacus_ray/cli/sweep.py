@@ -72,10 +72,36 @@ def load_sweep(name: str) -> Sweep:
     if path.suffix != ".py":
         raise ValueError(f"NAME: {path} is not a sweep file (a Python file declaring SWEEP = "
                          "Sweep(...), e.g. sweeps/fig10_k.py)")
-    sweep = getattr(_run_sweep_file(path), "SWEEP", None)
+    module = _run_sweep_file(path)
+    sweep = getattr(module, "SWEEP", None)
     if not isinstance(sweep, Sweep):
         raise ValueError(f"{path}: declares no SWEEP = Sweep(...)")
+    _SWEEP_FILES.append(module)
     return sweep
+
+
+_SWEEP_FILES: list[object] = []  # the sweep files this process ran, for their CLAIMs
+
+
+def own_claim(sweep: Sweep) -> dict | None:
+    """The claim a sweep file declares beside its SWEEP (`CLAIM = Claim(...)`), as `sweep.json`
+    records it, for a sweep no figure claims; None where it declares none. The file is one this
+    command ran (`abacus-ray sweep PATH`) or the script itself (`python my_sweep.py`)."""
+    from abacus_ray.evaluation.claim_record import claim_to_dict
+    from abacus_ray.evaluation.claims import Claim
+
+    if figures.claim(sweep.name) is not None:
+        return None
+    for module in (*_SWEEP_FILES, sys.modules.get("__main__")):
+        if module is not None and getattr(module, "SWEEP", None) is sweep:
+            claim = getattr(module, "CLAIM", None)
+            if claim is None:
+                return None
+            if not isinstance(claim, Claim):
+                raise ValueError(f"{sweep.name}: CLAIM is not a Claim(...) "
+                                 "(abacus_ray.evaluation.claims)")
+            return claim_to_dict(claim)
+    return None
 
 
 def _run_sweep_file(path: Path) -> object:
@@ -281,6 +307,7 @@ def dry_run(
             {
                 "sweep": sweep.name,
                 "caption": sweep.caption,
+                "claim": own_claim(sweep),
                 "preset": parsed.preset,
                 "eval_recurrences": list(sweep.eval_recurrences_for(parsed.preset)),
                 "search": dataclasses.asdict(search) if search else None,
@@ -379,7 +406,8 @@ def run_on_ray(sweep: Sweep, parsed: argparse.Namespace, search: Search | None, 
                       address=parsed.address, evaluate=not parsed.no_eval, num_cpus=parsed.num_cpus,
                       eval_recurrences=sweep.eval_recurrences_for(parsed.preset),
                       tracking=parsed.tracking, search=search, tracking_uri=parsed.tracking_uri,
-                      price=cpu_price_words)  # trials on CPUs: their cost in the first line
+                      price=cpu_price_words,  # trials on CPUs: their cost in the first line
+                      claim=own_claim(sweep))
     if not parsed.no_dashboard and storage.is_dir(dirs.results):
         from abacus_ray.cli.summary import claim_for  # the figure's claim, for the index's verdict
         from dashboards.build import build_site  # heavy: pandas and plotly, for a finished sweep

@@ -226,14 +226,15 @@ class SweepRun:
 
 
 def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir, tracking: str,
-           search: Search | None, home: Path | str, price: Price | None) -> Outcome:
+           search: Search | None, home: Path | str, price: Price | None,
+           claim: dict | None = None) -> Outcome:
     """Fit (or resume) every trial through Tune; write the trial record, the timeline and a
     search's table; end the trials' MLflow runs. Returns what became of every trial."""
     trials = resolve_devices(name, trials, price)  # before placement, sweep.json and any trial
     by_name = {t.name: t.config for t in trials}
     # fails now, before anything is written, if a trial never fits
     limit = max_concurrency(list(by_name.values()))
-    dirs.check_same(SweepDir.record_of(preset_name, [t.config for t in trials]))
+    dirs.check_same(SweepDir.record_of(preset_name, [t.config for t in trials], claim))
     tuner = _tuner(name, trials, by_name, dirs, tracking, search, home, limit)
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
     watch.start()
@@ -293,13 +294,14 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
               evaluate: bool = True, num_cpus: int | None = None,
               eval_recurrences: tuple[int, ...] = (), tracking: str = "mlflow",
               search: Search | None = None, tracking_uri: str | None = None,
-              price: Price | None = None) -> SweepRun:
+              price: Price | None = None, claim: dict | None = None) -> SweepRun:
     """Train and evaluate one figure's sweep under `storage_root` (the probed `--storage`); returns
     what it found (`SweepRun`: its directory, a local path or an object-store URI, every trial's
     status, the failures). Each finished trial is scored on its own config's `eval` settings, on
     `grids` (every trial's `eval.grids`, resolved once by the caller); trials with equal settings
     share one Ray Data pass. A local storage directory must be one every node sees (`shared_dir`).
     MLflow logs to `tracking_uri` when given, else to the sweep's own store (`SweepDir.tracking`).
+    `claim`: a sweep file's own claim, recorded in `sweep.json` (`SweepDir.record_of`).
 
     A trial that failed, or an evaluation stopped by lost actors, does not stop the others: the
     finished trials are still evaluated, and the caller says what failed (`failure_line`)."""
@@ -309,7 +311,7 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
     if dirs.root.local:  # before anything trains: a node that cannot see it would fail at the end
         check_every_node_sees(storage_root.as_path(), "--storage")
     home = tracking_uri or dirs.tracking
-    outcome = _train(name, preset_name, trials, dirs, tracking, search, home, price)
+    outcome = _train(name, preset_name, trials, dirs, tracking, search, home, price, claim)
     failures = dict(outcome.reasons)
     finished = list(outcome.finished.values())
     try:

@@ -533,3 +533,4 @@ def _value(v: Any) -> str:
     if hasattr(v, "item"):
         v = v.item()
     return str(v)
+
