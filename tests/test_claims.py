@@ -639,3 +639,13 @@ def test_every_figures_claim_survives_its_json():
         assert claim_from_dict(json.loads(json.dumps(claim_to_dict(claim)))) == claim, name
     with pytest.raises(ValueError, match="^not a claim"):
         claim_from_dict({"figure": "x"})
+
+
+def test_summary_compare_gives_any_swept_key_with_intervals_and_no_verdict(tmp_path, capsys):
+    root = _write_fig10_sweep(tmp_path / "my_k_sweep", figure="my_k_sweep")
+    assert cli_main(["summary", str(root), "--compare", "model.max_k"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[1].startswith("model.max_k = 1: 1 model(s); ID 99.0 % [")
+    assert out[2].startswith("model.max_k = 12: 1 model(s); ID 99.0 % [") and "OOD " in out[2]
+    assert not any(line.startswith("Conclusion") for line in out)
+    assert cli_main(["summary", str(root), "--compare", "model.nope"]) == 2

@@ -67,6 +67,10 @@ def register(subparsers) -> None:
     p.add_argument("--diagonal", action="store_true",
                    help="add, per model, the i = j diagonal's reach (longest length at >= 90 %%) "
                         "and the length from which every longer diagonal cell is 0 %% (Fig. 10)")
+    p.add_argument("--compare", metavar="KEY", default=None,
+                   help="a neutral comparison of one swept column (e.g. model.max_k): per value, "
+                        "its models, the pooled ID and OOD exact match with 95 %% Wilson "
+                        "intervals and, at several seeds, each seed's spread; no claim, no verdict")
     p.add_argument("--fig10", action="store_true",
                    help="Fig. 10's view of Abacus models that differ in model.max_k: one row "
                         "per model ordered by k, ID and OOD with 95 %% Wilson intervals, reach, "
@@ -135,6 +139,28 @@ def verdict(results: Location, cells: pd.DataFrame) -> Verdict | None:
     if claim is None:
         return None
     return judge(claim, cells, paper_scale=_paper_scale(results, cells))
+
+
+def comparison(cells: pd.DataFrame, key: str) -> str:
+    """`--compare KEY`: one line per value of `key`, with its models' pooled ID and OOD rates."""
+    from abacus_ray.evaluation.claims import Cells, in_cells, rate
+
+    if key not in cells.columns:
+        raise ValueError(f"--compare: {key!r} is not a column of these results")
+    lines = [f"{key}: ID and OOD exact match pooled over each value's models (95 % Wilson)"]
+    for value, rows in cells.groupby(key, sort=True, dropna=False):
+        parts = [f"{key} = {value}: {rows['model_id'].nunique()} model(s)"]
+        for label, view in (("ID", "id"), ("OOD", "ood")):
+            picked = in_cells(rows, Cells(label, view=view))
+            if picked.empty:
+                parts.append(f"{label} -")
+                continue
+            r = rate(picked, label, "exact")
+            spread = (f", seeds {100 * min(r.seeds):.1f}-{100 * max(r.seeds):.1f} %"
+                      if r.seeds else "")
+            parts.append(r.text() + spread)
+        lines.append("; ".join(parts))
+    return "\n".join(lines)
 
 
 def offsets_verdict(results: Location, cells: pd.DataFrame) -> Verdict:
@@ -263,6 +289,9 @@ def handler(args: argparse.Namespace) -> int:
     top = results.path.rstrip("/")
     # a storage root
     several = len(places) > 1 or places[0][0].parent.parent.path.rstrip("/") == top
+    if args.compare:
+        print(comparison(cells, args.compare))
+        return 0
     if args.fig10:
         table = offset_table(cells)
         print(format_offset_table(table))
