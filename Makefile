@@ -127,7 +127,7 @@ table2: table2_sorting_arch
 x10: extrapolation_10x  # the search beyond the paper (docs/results.md §6)
 
 lint: install
-	$(BIN)/ruff check abacus_ray tests benchmarks sweeps dashboards
+	$(BIN)/ruff check .  # every Python file of the repository
 
 # Every benchmark but the long ones with targets of their own (soak, suite-cpu) and the one-trial tool
 # demo_settings.py (it takes the trial to train); storage_s3.py starts a
