@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import Cell, resolve_grid_names
 from abacus_ray.evaluation.work import cell_cost, cells_for, token_flops
+from abacus_ray.model.checkpoint import KEPT_CHECKPOINTS
 from abacus_ray.model.memory import meta_model
 from abacus_ray.training import cpu_rates
 from abacus_ray.training.budget import A4000_UTILISATION, sample_flops, sample_limit
@@ -85,7 +86,6 @@ DEVICES = {d.name: d for d in (
 # one results row (a cell), measured: docs/results/gpu/results, 2,607 rows in 348,966 B
 PARQUET_ROW_BYTES = 134
 CHECKPOINT_BYTES_PER_PARAM = 12  # fp32 weights + AdamW's two fp32 moments (model.pt + state.pt)
-CHECKPOINTS_KEPT = 2  # per trial (Ray Train's CheckpointConfig, the loop's KEEP_CHECKPOINTS)
 MAX_SEEDS = 1000  # `--seeds` above this is refused before any expansion
 MAX_CORES = 1_000_000  # `--cores` above this is refused (a cluster's CPUs, not a typo's)
 # A CPU-scale sweep on an embedded Ray against the arithmetic, fitted to `make reproduce` on the
@@ -129,7 +129,7 @@ class TrialCost:
 
     @property
     def checkpoint_bytes(self) -> int:
-        return self.params * CHECKPOINT_BYTES_PER_PARAM * CHECKPOINTS_KEPT
+        return self.params * CHECKPOINT_BYTES_PER_PARAM * KEPT_CHECKPOINTS
 
     @property
     def parquet_bytes(self) -> int:
@@ -416,7 +416,7 @@ def summarise(plans: Sequence[SweepPlan], devices: Sequence[Device], mfu: dict[s
         },
         "storage_basis": {
             "checkpoint_bytes_per_param": CHECKPOINT_BYTES_PER_PARAM,
-            "checkpoints_kept": CHECKPOINTS_KEPT,
+            "checkpoints_kept": KEPT_CHECKPOINTS,
             "parquet_row_bytes": PARQUET_ROW_BYTES,
         },
     }

@@ -19,7 +19,7 @@ import torch
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import unflatten
-from abacus_ray.model.checkpoint import located
+from abacus_ray.model.checkpoint import META_FILE, located
 from abacus_ray.model.transformer import ArithmeticTransformer
 from dashboards.data import clean, config_columns
 
@@ -39,7 +39,7 @@ def read_meta(checkpoint: Any) -> dict[str, Any] | None:
     if not isinstance(checkpoint, str) or not checkpoint:
         return None
     try:  # a local path or an object-store URI, as the row records it
-        meta = json.loads(storage.read_text(located(checkpoint) / "meta.json"))
+        meta = json.loads(storage.read_text(located(checkpoint) / META_FILE))
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None

@@ -91,21 +91,23 @@ class ProgressLine:
 
 class Mirror:
     """`--out` on object storage: each checkpoint the loop saves locally is copied up (the newest
-    `KEEP` are kept there) before the report goes on to `inner`."""
-
-    KEEP = 2
+    `KEPT_CHECKPOINTS` are kept there) before the report goes on to `inner`."""
 
     def __init__(self, inner, loc: storage.Location) -> None:
         self.inner, self.loc = inner, loc
 
     def copy(self, path) -> None:
-        from abacus_ray.model.checkpoint import list_checkpoints  # heavy: torch, with the command
+        from abacus_ray.model.checkpoint import (  # heavy: torch, with the command
+            KEPT_CHECKPOINTS,
+            META_FILE,
+            list_checkpoints,
+        )
 
         target = self.loc / Path(path).name
-        if not storage.exists(target / "meta.json"):
+        if not storage.exists(target / META_FILE):
             # a reader lists only checkpoints with meta.json
-            storage.upload(Path(path), target, last="meta.json")
-        for old in list_checkpoints(self.loc)[: -self.KEEP]:
+            storage.upload(Path(path), target, last=META_FILE)
+        for old in list_checkpoints(self.loc)[: -KEPT_CHECKPOINTS]:
             storage.delete(old)
 
     def __call__(self, metrics: dict) -> None:

@@ -31,6 +31,7 @@ from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.cluster.rendezvous import LoopbackTorchConfig
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.validation import Validation
+from abacus_ray.model.checkpoint import KEPT_CHECKPOINTS
 from abacus_ray.sweep_dir import SweepDir
 from abacus_ray.training.loop import train
 
@@ -158,7 +159,7 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], trai
             storage_path=train_path,
             # RAY: checkpoints go to the object store from the worker's node
             storage_filesystem=filesystem,
-            checkpoint_config=CheckpointConfig(num_to_keep=2),
+            checkpoint_config=CheckpointConfig(num_to_keep=KEPT_CHECKPOINTS),
             failure_config=FailureConfig(max_failures=MAX_FAILURES),
             callbacks=[TuneReportCallback()],
         ),

@@ -100,7 +100,9 @@ def _is_sweep(loc: Location) -> bool:
 
 def _is_run(loc: Location) -> bool:
     """A training run's directory: it holds numbered `step-*` checkpoints."""
-    return any(c.name.startswith("step-") for c in storage.listdir(loc))
+    from abacus_ray.model.checkpoint import is_checkpoint_name  # heavy: torch, only when asked
+
+    return any(is_checkpoint_name(c.name) for c in storage.listdir(loc))
 
 
 def _at(root: Location, results: Location) -> EvaluationPlace:

@@ -52,7 +52,11 @@ from abacus_ray.storage import Location
 FORMAT_VERSION = 1
 MODEL_FILE, CONFIG_FILE = "model.pt", "config.json"
 STATE_FILE, META_FILE = "train_state.pt", "meta.json"
-_STEP_DIR = re.compile(r"^step-(\d+)$")
+STEP_PREFIX = "step-"  # a numbered checkpoint's directory: step-000001500
+_STEP_DIR = re.compile(rf"^{STEP_PREFIX}(\d+)$")
+# Numbered checkpoints a run keeps (older ones are pruned): the training loop's, Ray Train's
+# `CheckpointConfig` and `train --out` on object storage alike; `plan` prices them
+KEPT_CHECKPOINTS = 2
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -87,7 +91,12 @@ def model_id_of(model: nn.Module) -> str:
 
 
 def checkpoint_name(step: int) -> str:
-    return f"step-{step:09d}"
+    return f"{STEP_PREFIX}{step:09d}"
+
+
+def is_checkpoint_name(name: str) -> bool:
+    """Whether `name` is a numbered checkpoint's directory name (`checkpoint_name`)."""
+    return _STEP_DIR.match(name) is not None
 
 
 def located(text: str) -> Location:

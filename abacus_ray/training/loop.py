@@ -77,8 +77,6 @@ from abacus_ray.training.progressive import (
 from abacus_ray.training.schedules import accumulation_steps, lr_multiplier, ramped_batch_size
 from abacus_ray.training.throughput import Window, eta_seconds, peak_flops
 
-KEEP_CHECKPOINTS = 2  # numbered checkpoints kept in a run's checkpoint root (older ones are pruned)
-
 
 @dataclass
 class TrainResult:
@@ -272,7 +270,7 @@ class _Session:
         }
         target = self.root / ckpt.checkpoint_name(self.budget.step)
         model_id = ckpt.save_checkpoint(storage.on_disk(target), self.model, self.cfg, state)
-        ckpt.prune_checkpoints(storage.on_disk(self.root), KEEP_CHECKPOINTS)
+        ckpt.prune_checkpoints(storage.on_disk(self.root), ckpt.KEPT_CHECKPOINTS)
         return str(target), model_id
 
     def emit(self, window: Window, fraction: float, lr: float, *, final: bool,
