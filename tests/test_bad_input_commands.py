@@ -249,3 +249,29 @@ def test_names_and_flags_are_blamed_as_typed(argv, culprit, places, offline, wor
     assert_refused(_fill(argv, places, fresh), culprit, "hostile arguments: names and flags as typed",
                    roots=[work, offline, fresh])
     assert list(fresh.iterdir()) == []
+
+
+def test_sweep_new_writes_a_template_that_runs_as_written(tmp_path, capsys, no_ray):
+    """`sweep --new PATH`: a commented sweep file with its __main__ block and a CLAIM; its dry run
+    expands, by NAME and as a script; an existing file is never overwritten."""
+    import json
+    import subprocess
+    import sys
+
+    from abacus_ray.cli import main
+
+    path = tmp_path / "my_exp.py"
+    assert main(["sweep", "--new", str(path)]) == 0
+    text = path.read_text()
+    assert 'if __name__ == "__main__":' in text and "CLAIM = Claim(" in text
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--dry-run", "--storage", str(tmp_path / "runs")]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["sweep"] == "my_exp" and len(plan["trials"]) == 2 and plan["claim"]["figure"]
+    done = subprocess.run([sys.executable, str(path), "--dry-run", "--storage",
+                           str(tmp_path / "runs")], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and json.loads(done.stdout)["sweep"] == "my_exp", done.stderr
+    before = path.read_text()
+    assert main(["sweep", "--new", str(path)]) == 2 and path.read_text() == before
+    assert "exists; choose another name" in capsys.readouterr().err

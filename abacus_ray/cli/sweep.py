@@ -132,8 +132,12 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"sweeps: {', '.join(available())}",
     )
+    p.add_argument("--new", metavar="PATH", default=None,
+                   help="write a commented sweep file of one's own at PATH (SWEEP, its tiny "
+                        "scale, a CLAIM, the __main__ block) and stop; then run it as NAME")
     p.add_argument(
-        "sweep", metavar="NAME", help="a figure's sweep (e.g. fig10_k) or the path of a sweep file"
+        "sweep", metavar="NAME", nargs="?", default=None,
+        help="a figure's sweep (e.g. fig10_k) or the path of a sweep file"
     )
     p.add_argument(
         "flags",
@@ -328,6 +332,15 @@ def dry_run(
 
 
 def handler(args: argparse.Namespace) -> int:
+    if args.new is not None:
+        from abacus_ray.cli.new_sweep import write_template
+
+        path = write_template(args.new)
+        print(f"wrote {path}: edit it, then `abacus-ray sweep {path} --dry-run`")
+        return 0
+    if args.sweep is None:
+        raise ValueError("NAME: give a sweep to run (a figure such as fig10_k, or a sweep file), "
+                         "or --new PATH to write one")
     return run(load_sweep(args.sweep), args.flags)
 
 
