@@ -21,7 +21,7 @@ FIGURES := fig3_embeddings fig4_depth_recurrence fig5_add_sub fig6_multiplicatio
            fig18_effective_depth fig19_injection_throttle fig20_random_padding fig21_index_hints \
            table1_sorting table2_sorting_arch extrapolation_10x
 
-.PHONY: install test test-cluster test-many-nodes test-fast demo lint bench soak suite-cpu clean eval-100plus dashboards browser-deps reproduce $(FIGURES) \
+.PHONY: install test test-cluster test-many-nodes test-fast test-floors demo lint bench soak suite-cpu clean eval-100plus dashboards browser-deps reproduce $(FIGURES) \
         fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 fig15 fig16 fig18 fig19 fig20 fig21 table1 table2 x10
 
 install: $(STAMP)
@@ -64,6 +64,20 @@ test-many-nodes: install
 # while editing, green right after `make install`.
 test-fast: install
 	$(PYTEST) -m "not ray and not slow and not cluster and not many_nodes"
+
+# The lowest version of every package pyproject.toml allows (each `>=` pinned to `==`), installed in
+# an environment of its own (.venv-floors), then the fast tier there: a user's oldest allowed set
+# must pass it too. Minutes (it downloads the floors); not in CI.
+FLOORS := $(VENV)-floors
+test-floors:
+	@test -x $(FLOORS)/bin/python || $(PY) -m venv $(FLOORS)
+	@$(FLOORS)/bin/python -m pip install -q --upgrade pip
+	@$(FLOORS)/bin/python -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+	  deps = p['dependencies'] + [d for v in p['optional-dependencies'].values() for d in v]; \
+	  print('\n'.join(re.sub(r'\[.*?\]', '', d).replace('>=', '==') for d in deps))" > $(FLOORS)/floors.txt
+	$(FLOORS)/bin/python -m pip install -q -c $(FLOORS)/floors.txt -e ".[test,dev]"
+	$(FLOORS)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  -m "not ray and not slow and not cluster and not many_nodes"
 
 # The main job on an embedded local Ray (127.0.0.1): the tiny Fig. 10 sweep, trained through Tune +
 # Train, evaluated through Ray Data into Parquet; then one row per k (95 % intervals, where the trained
@@ -144,4 +158,4 @@ soak: install  ## 30 minutes of tiny sweeps + evaluations; memory, files and Ray
 	$(BIN)/python benchmarks/soak.py --minutes $(or $(MINUTES),30) --out results/soak.csv
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) $(FLOORS) results .pytest_cache

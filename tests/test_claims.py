@@ -112,7 +112,7 @@ def test_a_comparison_is_contradicted_where_they_separate_the_other_way():
     assert (
         v.verdict == CONTRADICTED
         and "Abacus (ID 100.0 %) 2.0 %" in v.evidence
-        and "(intervals separate)" in v.evidence
+        and "(intervals separate; difference -58.0 points [-61.1, -54.8])" in v.evidence
     )
 
 
@@ -124,7 +124,7 @@ def test_overlapping_intervals_decide_nothing():
             _model(_ood(29), **{"model.positions": "fire"}),
         ),
     )
-    assert v.verdict == NOT_SHOWN and "(intervals overlap)" in v.evidence
+    assert v.verdict == NOT_SHOWN and "(intervals overlap; difference +2.0 points [-2.0, +6.0])" in v.evidence
     assert v.line().startswith("Conclusion (Fig. 3): Abacus beats FIRE: not shown at this scale")
 
 

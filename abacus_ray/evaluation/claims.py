@@ -440,7 +440,9 @@ def _compare(claim: Claim, group: pd.DataFrame, arm_a: Arm, arm_b: Arm) -> tuple
     ra, rb = rate(a, label_a, claim.score, ids[0]), rate(b, label_b, claim.score, ids[1])
     up, down = ra.lo > rb.hi, rb.lo > ra.hi
     apart = "separate" if up or down else "overlap"
-    text = f"{where}{ra.text()} vs {rb.text()} (intervals {apart})"
+    lo, hi = difference_interval(ra, rb)
+    text = (f"{where}{ra.text()} vs {rb.text()} (intervals {apart}; difference "
+            f"{100 * (ra.p - rb.p):+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}])")
     if ra.seeds and rb.seeds:
         up, down = up and min(ra.seeds) > max(rb.seeds), down and min(rb.seeds) > max(ra.seeds)
         text += f"; over seeds {_spread(ra)} vs {_spread(rb)}"
@@ -508,6 +510,14 @@ def _control(claim: Claim, group: pd.DataFrame, arm: Arm) -> tuple[str, str]:
     if not above:
         return NOT_SHOWN, f"{text}, not above it: the contrast is not shown"
     return SHOWN, text
+
+
+def difference_interval(a: Rate, b: Rate) -> tuple[float, float]:
+    """The 95 % interval of `a.p - b.p` from the two Wilson intervals (Newcombe's hybrid score
+    method): the effect a compute trend follows, with its uncertainty."""
+    d = a.p - b.p
+    return (d - ((a.p - a.lo) ** 2 + (b.hi - b.p) ** 2) ** 0.5,
+            d + ((a.hi - a.p) ** 2 + (b.p - b.lo) ** 2) ** 0.5)
 
 
 def _spread(r: Rate) -> str:
