@@ -100,3 +100,17 @@ def test_a_rerun_resumes_and_both_end_with_the_verdicts(tmp_path, capsys, monkey
         tables.append(table)
     assert tables[0] == tables[1]
     assert set(re.findall(r"evaluated (\d+) cells \(\d+ already present\)", err)) == {"0"}
+
+
+def test_ctrl_c_in_one_sweep_stops_the_reproduction(tmp_path, capsys, monkeypatch, no_ray):
+    """Tune catches Ctrl-C and returns with its trials still placed; the next sweep then waited
+    forever for workers. An interrupted sweep (status 130) now ends the whole run, resumable."""
+    from abacus_ray.cli import reproduce
+
+    ran = []
+    monkeypatch.setattr(reproduce, "run", lambda sweep, flags: ran.append(sweep.name) or 130)
+    monkeypatch.setattr(reproduce, "verdicts", lambda root: "(verdicts)")
+    argv = ["reproduce", "--only", "fig5_add_sub,fig15_recurrence_outputs",
+            "--storage", str(tmp_path / "r")]
+    assert main(argv) == 130 and ran == ["fig5_add_sub"]
+    assert "reproduce: interrupted; rerun the same command to resume" in capsys.readouterr().err

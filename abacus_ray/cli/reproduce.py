@@ -23,6 +23,7 @@ from abacus_ray.cli import CLIError, error_text, parse_args
 from abacus_ray.cli.sweep import build_parser, expand, load_sweep, run, search_of
 from abacus_ray.config import ExperimentConfig
 
+INTERRUPTED = 130  # a command's status after Ctrl-C (`cli.guarded`)
 SCALE = "tiny"  # the preset every sweep runs at: CPU cores, minutes per model
 DEFAULT_STORAGE = "results/reproduce"
 
@@ -139,6 +140,9 @@ def handler(args: argparse.Namespace) -> int:
             failed.append(name)
         print(f"reproduce: {name} ended with status {status} after "
               f"{(time.monotonic() - began) / 60:.1f} min", flush=True)
+        if status == INTERRUPTED:  # Ctrl-C: the whole reproduction stops, resumable
+            print("reproduce: interrupted; rerun the same command to resume", file=sys.stderr)
+            return INTERRUPTED
     print(verdicts(root))
     print(f"reproduce: {len(names)} sweeps in {(time.monotonic() - start) / 60:.1f} min"
           + (f"; failed: {', '.join(failed)} (rerun the same command to resume)" if failed else ""))
