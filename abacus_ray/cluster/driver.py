@@ -318,9 +318,6 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
     home = tracking_uri or dirs.tracking
     outcome = _train(name, preset_name, trials, dirs, tracking, search, home, price, claim)
     failures = dict(outcome.reasons)
-    if search is None:  # stopped or interrupted (Ctrl-C): not a success, though nothing failed
-        failures |= {run: "did not finish: stopped or interrupted" for run in
-                     outcome.having(trial_status.STOPPED, trial_status.FINISHED)}
     finished = list(outcome.finished.values())
     try:
         _evaluate(name, dirs, finished if evaluate else [], grids, eval_recurrences, tracking, home)
