@@ -262,10 +262,11 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
     if unfinished:
         print(f"{name}: {len(unfinished)} trial(s) did not finish: {', '.join(unfinished)}",
               file=sys.stderr)
-        # RAY: Tune catches Ctrl-C itself, saves its state and returns, its trials stopped
-        # unfinished while their workers still hold the CPUs; outside a search nothing else
-        # stops a trial. So the interrupt is passed on (records written, runs closed): scoring
-        # would wait for CPUs forever, and `reproduce` would start a sweep that cannot place
+    # RAY: Tune catches Ctrl-C itself, saves its state and returns, its trials stopped unfinished
+    # while their workers still hold the CPUs; outside a search nothing else stops a trial. So the
+    # interrupt is passed on (records written, runs closed): scoring would wait for CPUs forever,
+    # and `reproduce` would start a sweep that cannot place its workers
+    if search is None and outcome.having(trial_status.STOPPED):
         raise KeyboardInterrupt
     return outcome
 
