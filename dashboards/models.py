@@ -39,10 +39,9 @@ def read_meta(checkpoint: Any) -> dict[str, Any] | None:
     if not isinstance(checkpoint, str) or not checkpoint:
         return None
     try:  # a local path or an object-store URI, as the row records it
-        meta = json.loads(storage.read_text(located(checkpoint) / META_FILE))
+        return storage.read_json(located(checkpoint) / META_FILE, nan_ok=("loss",))
     except (OSError, ValueError):
         return None
-    return meta if isinstance(meta, dict) else None
 
 
 def config_from_row(row: dict[str, Any]):

@@ -180,6 +180,8 @@ class _Session:
         self.budget = Budget.from_config(cfg, self.world)
         self.micro_index, self.tokens_total = self._restore(saved_state)
         self.forward, self.fixed_len = self._wrap()
+        # the task's longest line: what loss_reduction=none divides by, whatever a batch's width
+        self.line_length = padded_length(self.cfg.task)
         self.stream = TrainStream(cfg.task, cfg.seed)
         self.mbs, self.mbs_eff = self.tc.micro_batch, self.tc.micro_batch * self.world
         self.recurrences = cfg.model.recurrences
@@ -434,7 +436,7 @@ class _Session:
         # averages)
         local = loss_denominator(batch.input_ids, batch.target_mask, reduction=tc.loss_reduction,
                                  mask_before_equals=tc.mask_before_equals,
-                                 line_length=padded_length(self.cfg.task))
+                                 line_length=self.line_length)
         denom = global_denominator(
             local,
             reduction=tc.loss_reduction,
