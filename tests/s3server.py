@@ -209,3 +209,13 @@ def s3_fixture() -> Iterator[S3Server]:
     with s3_server() as server:
         yield server
 
+
+@pytest.fixture(name="s3_env")
+def s3_env_fixture(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """`s3_env`: the module's S3 server, with its standard AWS variables in this process's
+    environment (what every node would have)."""
+    for k in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(k)
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    return s3

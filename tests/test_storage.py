@@ -16,23 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from refusal import assert_refused, run
-from s3server import s3_fixture  # noqa: F401
+from s3server import s3_env_fixture, s3_fixture  # noqa: F401
 
 from abacus_ray import storage
 from abacus_ray.evaluation.results import KEY, part_files, read_cells
 from abacus_ray.storage import StorageError, on_disk
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def s3_env(s3, monkeypatch):
-    """The S3 server's standard AWS variables in this process's environment (what every node would have)."""
-    for k in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(k)
-    for k, v in s3.env().items():
-        monkeypatch.setenv(k, v)
-    return s3
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])  # S3: not test-fast
@@ -222,53 +212,6 @@ def _visible(loc) -> dict[str, bytes] | None:
             return None
         return {p.relative_to(tmp).as_posix(): p.read_bytes()
                 for p in Path(tmp).rglob("*") if p.is_file()}
-
-
-def test_a_directory_on_object_storage_is_never_seen_half_done(s3_env, monkeypatch, tmp_path):
-    """`write_dir` on S3: an interrupted replace leaves the directory absent, never old and new
-    files mixed, during or after; a finished one holds exactly its own files; `replace=False` keeps
-    it."""
-    from abacus_ray.storage import dirs
-
-    loc = storage.resolve(s3_env.uri(f"dir-{os.getpid()}")) / "step-000000001"
-    old = {"meta.json": b"old meta", "model.pt": b"old weights", "stale.txt": b"only in the old"}
-    storage.write_dir(loc, old, last="meta.json")
-    assert _visible(loc) == old
-    new = {"meta.json": b"new meta", "model.pt": b"new weights", "sub/state.pt": b"new state"}
-    seen, put = [], dirs._put
-
-    def crash_after_one(local, target):  # the write dies between two files, as a killed one would
-        seen.append(_visible(loc))  # what a reader sees at that moment
-        if len(seen) == 2:
-            raise OSError("connection lost")
-        put(local, target)
-
-    with monkeypatch.context() as m, pytest.raises(OSError, match="connection lost"):
-        m.setattr(dirs, "_put", crash_after_one)
-        storage.write_dir(loc, new, last="meta.json")
-    assert seen == [None, None] and _visible(loc) is None  # absent during and after: never a mix
-    storage.write_dir(loc, new, last="meta.json")
-    assert _visible(loc) == new
-    names = sorted(c.name for c in storage.listdir(loc))
-    assert names == [dirs.MANIFEST, "meta.json", "model.pt", "sub"]  # stale.txt is gone
-    storage.write_dir(loc, {"meta.json": b"third"}, replace=False)  # a finished directory is kept
-    assert _visible(loc) == new
-    storage.write_bytes(loc / "model.pt", b"changed")  # a mix, as a racing writer might leave it
-    with pytest.raises(FileNotFoundError, match="incomplete directory"):
-        storage.download(loc, tmp_path / "copy")
-    assert list((tmp_path / "copy").iterdir()) == []  # refused: nothing of it copied
-    crashed = loc.parent / "step-000000002"  # a first write interrupted: absent; replace=False
-    # then writes it
-    with monkeypatch.context() as m, pytest.raises(OSError, match="disk gone"):
-        m.setattr(dirs, "_put", lambda local, target: (_ for _ in ()).throw(OSError("disk gone")))
-        storage.write_dir(crashed, new, last="meta.json")
-    storage.write_dir(crashed, new, last="meta.json", replace=False)
-    assert _visible(crashed) == new
-    (tmp_path / "up" / "sub").mkdir(parents=True)  # a checkpoint made on this disk, copied up
-    for name, data in new.items():
-        (tmp_path / "up" / name).write_bytes(data)
-    storage.upload(tmp_path / "up", crashed, last="meta.json")
-    assert _visible(crashed) == new
 
 
 def test_a_trial_killed_before_its_first_report_is_named_from_the_bucket(s3_env):

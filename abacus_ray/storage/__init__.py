@@ -51,6 +51,7 @@ directories), `probe` (checks before work).
 from abacus_ray.storage.dirs import (
     build_aside,
     create_dir,
+    delete,
     download,
     upload,
     write_dir,
@@ -62,7 +63,6 @@ from abacus_ray.storage.files import (
     check_parquet_file,
     check_regular_file,
     copy_file,
-    delete,
     exists,
     file_info,
     find,

@@ -6,29 +6,36 @@ a different mechanism on each backend:
 * a local disk (or a mount): the directory is filled beside its target, fsynced and renamed into
   place (an old one renamed aside first, then removed): a reader sees the old directory or the new
   one, and for the instant between the two renames none;
-* an object store, which has no rename: the directory's own manifest, `MANIFEST` inside it, is the
-  point of publication. A write first marks the directory as being written (from then on it reads
-  as absent), removes every object of the old version, uploads the new files, then writes the
-  manifest listing each file with its size and sha256, and `last` (a checkpoint's meta.json) after
-  that. `download` reads only the files the manifest lists and checks each against it: a reader
-  gets the old directory whole, the new one whole, or a `FileNotFoundError` (being written,
-  interrupted, or changed while it was read), never a mix. An interrupted write leaves the
-  directory absent (its old version is gone, no part of it readable as a whole). A reader that
-  waits for `last` (`list_checkpoints` waits for meta.json) sees only finished directories. Single
-  files read one by one (`read_bytes` of `dir/x`) are each whole but are not checked against the
-  manifest.
+* an object store, which has no rename: each write uploads its files under a fresh version prefix
+  inside the directory (`.abacus-ray-versions/ID/`), then writes the directory's manifest,
+  `MANIFEST` inside it, which names that version and lists each file with its size and sha256: the
+  one PUT that publishes the new version whole. `last` (a checkpoint's meta.json), for its waiters
+  at the directory's top level, is removed just before that PUT and copied from the new version
+  after it (unless another writer's manifest came in between), so that it never sits beside
+  another version; then the version the write replaced is removed. A
+  reader follows the manifest only: it gets the old version whole until the manifest changes, the
+  new one whole after, or a `FileNotFoundError` (interrupted first write, deleted, or changed
+  while it was read), never a mix. Two writers at once each upload their own version; the manifest
+  written last wins whole (the other version is left unreferenced until the directory is deleted).
+  A crash before the manifest leaves the old version readable (or, for a first write, the
+  directory absent: a version prefix without a manifest is never read). `delete` removes the
+  waiters' `last` first, then the manifest, then the objects: a crash part way leaves a directory
+  that reads as absent. A reader that waits for `last` (`list_checkpoints` waits for meta.json)
+  sees only finished directories. Single files read one by one (`read_bytes` of `dir/meta.json`)
+  are each whole but are not checked against the manifest.
 
 A directory on an object store without a manifest (Ray Train's own checkpoints, a plain `upload`)
-is downloaded as it is.
+is downloaded as it is; one that holds a version prefix but no manifest reads as absent.
+Directories written before versions (the manifest's files at the top level) are still read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import os
-import posixpath
 import shutil
 import tempfile
 import time
@@ -41,11 +48,16 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from abacus_ray.storage.files import (
+    VERSIONS,
     listdir,
     missing_dirs,
     naming_full_disk,
+    read_bytes,
     remove_empty,
     write_bytes,
+)
+from abacus_ray.storage.files import (
+    delete as delete_entry,
 )
 from abacus_ray.storage.location import Location
 
@@ -136,14 +148,14 @@ def download(loc: Location, local_dir: Path) -> Path:
     was interrupted, or kept changing while it was read."""
     os.makedirs(local_dir, exist_ok=True)
     manifest = None if loc.local else _manifest(loc)
-    if manifest is None:
+    if manifest is None and (loc.local or not _has_versions(loc)):
         pafs.copy_files(loc.path, str(local_dir), source_filesystem=loc.fs,
                         destination_filesystem=pafs.LocalFileSystem())
         return local_dir
     for attempt in range(READ_ATTEMPTS):
         if manifest is None or manifest.get("state") != COMPLETE:
             break
-        if _copy_listed(loc, manifest["files"], local_dir):
+        if _copy_listed(_version_dir(loc, manifest), manifest["files"], local_dir):
             return local_dir
         time.sleep(0.2 * (attempt + 1))
         manifest = _manifest(loc)
@@ -168,7 +180,22 @@ def _manifest(loc: Location) -> dict | None:
         return unreadable
     if data.get("state") == COMPLETE and not _well_formed(data.get("files")):
         return unreadable
+    version = data.get("version")
+    if version is not None and not (isinstance(version, str) and version.isalnum()):
+        return unreadable
     return data
+
+
+def _version_dir(loc: Location, manifest: Mapping) -> Location:
+    """Where the manifest's files are: its version's prefix (the directory itself for a manifest
+    written before versions)."""
+    version = manifest.get("version")
+    return loc if version is None else loc / VERSIONS / version
+
+
+def _has_versions(loc: Location) -> bool:
+    """Any version prefix in the directory: one of ours, so without a manifest it is absent."""
+    return loc.fs.get_file_info((loc / VERSIONS).path).type == pafs.FileType.Directory
 
 
 def _well_formed(files: object) -> bool:
@@ -185,12 +212,13 @@ def _well_formed(files: object) -> bool:
 
 
 def _finished(loc: Location) -> bool:
-    """A directory that `replace=False` keeps: published (manifest complete) or one without a
-    manifest."""
+    """A directory that `replace=False` keeps: published (manifest complete) or a plain one (no
+    manifest, no version prefix)."""
     manifest = _manifest(loc)
     if manifest is not None:
         return manifest.get("state") == COMPLETE
-    return loc.fs.get_file_info(loc.path).type == pafs.FileType.Directory
+    return (loc.fs.get_file_info(loc.path).type == pafs.FileType.Directory
+            and not _has_versions(loc))
 
 
 def _local_files(root: Path) -> dict[str, Path]:
@@ -213,22 +241,72 @@ def _put(local: Path, loc: Location) -> None:
 
 
 def _publish(local_dir: Path, loc: Location, last: str | None) -> None:
-    """Replace the object-store directory `loc` by `local_dir`'s files (the order: module
-    docstring)."""
+    """Publish `local_dir`'s files as the object-store directory `loc`'s new version (the order:
+    module docstring)."""
     files = _local_files(local_dir)
     listed = {name: _digest(path) for name, path in files.items()}
-    write_bytes(loc / MANIFEST, json.dumps({"state": WRITING}).encode())
-    everything = pafs.FileSelector(loc.path, recursive=True, allow_not_found=True)
-    old = [i.path for i in loc.fs.get_file_info(everything)
-           if i.type == pafs.FileType.File and posixpath.basename(i.path) != MANIFEST]
-    for path in sorted(old, key=lambda p: p != f"{loc.path}/{last}"):  # `last` first: its waiters
-        loc.fs.delete_file(path)  # stop seeing the directory at once
-    for name in sorted(n for n in files if n != last):
-        _put(files[name], loc / name)
-    manifest = {"state": COMPLETE, "files": listed}
+    before = _manifest(loc)  # the version this write replaces, removed once the new one is out
+    version = uuid.uuid4().hex
+    for name in sorted(files):
+        _put(files[name], loc / VERSIONS / version / name)
+    manifest = {"state": COMPLETE, "version": version, "files": listed, "last": last}
+    if last is not None:  # its waiters never see one version's `last` beside another's files
+        _delete_tree(loc / last)
     write_bytes(loc / MANIFEST, json.dumps(manifest, sort_keys=True).encode())
     if last in files:
-        _put(files[last], loc / last)
+        _copy_last(loc, last)
+    if before is None or before.get("state") != COMPLETE:
+        return
+    if before.get("version") is not None:
+        _delete_tree(loc / VERSIONS / before["version"])
+        return
+    for name in before["files"]:  # a version written before versions: its files at the top level
+        if name != last:
+            _delete_tree(loc / name)
+
+
+def _copy_last(loc: Location, last: str) -> None:
+    """Copy `last` from the published version to the top level, again while another writer's
+    manifest came in meanwhile, so that it ends beside the version it belongs to."""
+    for _ in range(READ_ATTEMPTS):
+        now = _manifest(loc)
+        if now is None or now.get("state") != COMPLETE or last not in now["files"]:
+            return
+        write_bytes(loc / last, read_bytes(_version_dir(loc, now) / last))
+        if _manifest(loc) == now:
+            return
+
+
+def delete(loc: Location, *, quiet: bool = False) -> None:
+    """Remove a file or a whole directory; nothing if it is not there. A published object-store
+    directory goes in the order that never leaves a readable part: its `last` (what waiters look
+    for), the manifest, then everything else. `quiet`: a failure to remove is ignored too (scratch
+    space that the temp dir's own cleanup will reach)."""
+    try:
+        manifest = None if loc.local else _manifest(loc)
+        if manifest is not None:
+            last = manifest.get("last")
+            if isinstance(last, str) and "/" not in last and last not in (".", ".."):
+                _delete_tree(loc / last)
+            _delete_tree(loc / MANIFEST)
+    except (OSError, pa.ArrowException):
+        if not quiet:
+            raise
+    delete_entry(loc, quiet=quiet)
+
+
+def _delete_tree(loc: Location) -> None:
+    """One object, or every object under a prefix (one DELETE each); nothing if none is there."""
+    kind = loc.fs.get_file_info(loc.path).type
+    if kind == pafs.FileType.File:
+        loc.fs.delete_file(loc.path)
+    elif kind == pafs.FileType.Directory:
+        under = pafs.FileSelector(loc.path, recursive=True, allow_not_found=True)
+        for info in sorted(loc.fs.get_file_info(under), key=lambda i: i.path):
+            if info.type == pafs.FileType.File:
+                loc.fs.delete_file(info.path)
+        with contextlib.suppress(FileNotFoundError, OSError):
+            loc.fs.delete_dir(loc.path)  # a directory marker, where the store keeps one
 
 
 def _copy_listed(loc: Location, listed: Mapping[str, dict], local_dir: Path) -> bool:

@@ -35,6 +35,8 @@ from abacus_ray.storage.location import Location, StorageError
 
 # a JSON file of run data (config.json, meta.json, sweep.json): KB, at most MB
 MAX_TEXT_BYTES = 16 << 20
+# Inside an object-store directory: the prefix of its published versions (storage/dirs.py).
+VERSIONS = ".abacus-ray-versions"
 GROWTH_CHUNK = 1 << 20  # what a file that grew while read is read on in
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no space, over quota, over the size limit
 KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
@@ -74,12 +76,13 @@ def glob(loc: Location, pattern: str) -> list[Location]:
 
 
 def find(loc: Location, name: str) -> list[Location]:
-    """Every file called `name` anywhere below a directory, sorted (one recursive listing)."""
+    """Every file called `name` anywhere below a directory, sorted (one recursive listing); the
+    copies inside an object-store directory's versions (`VERSIONS`) are not its files."""
     infos = loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True, allow_not_found=True))
     root = loc.path.rstrip("/") + "/"
     rel = sorted(i.path[len(root):] for i in infos
                  if i.type == pafs.FileType.File and posixpath.basename(i.path) == name
-                 and i.path.startswith(root))
+                 and i.path.startswith(root) and f"/{VERSIONS}/" not in f"/{i.path}")
     return [loc.join(r) for r in rel]
 
 
