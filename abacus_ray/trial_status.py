@@ -4,7 +4,8 @@
 * `stopped`: it ended early without an error (ASHA stopped it, or the sweep was interrupted);
 * `diverged`: its loss or gradient norm stopped being finite; the loop ended it without saving those
   weights (its final report carries `diverged_at_step`);
-* `error`: the trial raised (after Tune's retries).
+* `error`: the trial raised (after Tune's retries), or met a full disk (its last report carries
+  `disk_full`, the reason: no retry would help).
 
 The sweep's closing line, `search.parquet`, `timeline.parquet`, the dashboard and `--confirm` take a
 trial's status from `status`. The driver also keeps the sweep's *trial record*, `trials.parquet`
@@ -44,7 +45,7 @@ def status(last_report: Mapping[str, Any] | None, *, errored: bool) -> str:
     report = last_report or {}
     if _given(report.get("diverged_at_step")):
         return DIVERGED
-    if errored:
+    if errored or _given(report.get("disk_full")):
         return ERROR
     return FINISHED if report.get("final") is True else STOPPED
 

@@ -293,7 +293,7 @@ def index_page(data: SiteData, source: str, verdicts: Sequence[tuple[str, Verdic
                 sub["group"].nunique(),
                 fmt_int(len(sub)),
                 ", ".join(sorted(set(sub["task"]))),
-                str(sub["evaluated_at"].max() or "—"),
+                max(sub["evaluated_at"].dropna().astype(str), default="—"),
             ]
         )
     body = [

@@ -185,4 +185,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 # The bad-input tests' fixtures (tests/refusal.py), shared by test_bad_input*.py and test_untrusted.py.
-from refusal import bad_input_tally, ckpt, mul_ckpt, no_ray, pytest_configure, unwritable, work  # noqa: E402, F401
+from refusal import (  # noqa: E402, F401
+    bad_input_tally,
+    ckpt,
+    mul_ckpt,
+    no_ray,
+    pytest_configure,
+    unwritable,
+    work,
+)

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import mlflow.artifacts
 import pyarrow.parquet as pq
 import pytest
 
@@ -70,7 +71,8 @@ def test_evaluation_logs_means_and_the_trials_cells_as_an_artifact(tmp_path):
         assert run.data.metrics["eval_id"] == pytest.approx(mine["accuracy"].mean())
         assert run.data.tags["checkpoint"] == f"/ckpt/{name[-1]}"
         assert [a.path for a in client.list_artifacts(run_id)] == ["cells.parquet"]
-        local = client.download_artifacts(run_id, "cells.parquet", str(tmp_path / run_id))
+        local = mlflow.artifacts.download_artifacts(  # from the run's own artifact location
+            artifact_uri=f"{run.info.artifact_uri}/cells.parquet", dst_path=str(tmp_path / run_id))
         back = pq.read_table(local).to_pandas()
         assert len(back) == len(mine) == len(SQUARE) and set(back["run_id"]) == {name}
         assert sorted(back["n_correct"]) == sorted(mine["n_correct"])

@@ -14,9 +14,13 @@ evaluation unchanged, once an unset `cluster.use_gpu` is decided by the cluster'
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import logging
+import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,7 @@ import ray.exceptions
 from ray import tune
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
-from abacus_ray import trial_status
+from abacus_ray import storage, trial_status
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.devices import Price, resolve_devices
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
@@ -71,6 +75,7 @@ def failure_reason(error: BaseException) -> str:
 
 EVALUATION = "evaluation"  # the `failures` key of an evaluation stopped by lost actors
 DIVERGED = trial_status.DIVERGED  # how a diverged trial's failure reason starts (`_collect`)
+DISK_FULL = "disk full"  # how the reason of a trial that met a full disk starts
 
 
 def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
@@ -181,7 +186,8 @@ def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]) -> Outc
         if state == trial_status.DIVERGED:  # the loop stopped it, its weights spoiled: not scored
             out.reasons[run_name] = f"{trial_status.DIVERGED} at step {metrics['diverged_at_step']}"
         elif state == trial_status.ERROR:
-            out.reasons[run_name] = failure_reason(result.error)
+            out.reasons[run_name] = (f"{DISK_FULL}: {metrics['disk_full']}"
+                                     if metrics.get("disk_full") else failure_reason(result.error))
         elif state == trial_status.FINISHED and checkpoint is not None:
             out.finished[run_name] = (Source(checkpoint.uri, run_id=run_name, trial_id=trial_id),
                                       by_name[run_name])
@@ -239,14 +245,23 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
     watch.start()
     try:
-        grid = tuner.fit()
-    except BaseException:
+        with quiet_full_disk():
+            grid = tuner.fit()
+    except BaseException as e:
         if tracking == "mlflow":  # the sweep itself stopped: no run stays RUNNING
-            close_runs(home, name, {})
+            _unless_disk_full(lambda: close_runs(home, name, {}))
+        if storage.disk_full(e) is not None:
+            raise _full(dirs, {}) from None
         raise
     finally:
         watch.stop()
     outcome = _collect(grid, dirs.root, by_name)
+    full = {run: why for run, why in outcome.reasons.items() if why.startswith(DISK_FULL)}
+    if full:  # records and runs where they still fit; the sweep ends in one line per trial
+        _unless_disk_full(lambda: write_trial_record(dirs.root, outcome))
+        if tracking == "mlflow":
+            _unless_disk_full(lambda: close_runs(home, name, {f: "failed" for f in full}))
+        raise _full(dirs, full)
     write_trial_record(dirs.root, outcome)  # each trial's status and checkpoint
     write_timeline(dirs, grid, by_name)  # where and when each trial ran
     stopped = outcome.having(trial_status.STOPPED, trial_status.FINISHED)  # FINISHED: no checkpoint
@@ -269,6 +284,50 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
     if search is None and outcome.having(trial_status.STOPPED):
         raise KeyboardInterrupt
     return outcome
+
+
+def _unless_disk_full(write: Callable[[], Any]) -> None:
+    """A bookkeeping write that a full disk may refuse: the sweep is ending on that disk anyway."""
+    try:
+        with quiet_full_disk():
+            write()
+    except Exception as e:
+        if storage.disk_full(e) is None:
+            raise
+
+
+def _full(dirs: SweepDir, trials: Mapping[str, str]) -> OSError:
+    """The error a sweep ends in when its disk fills: each trial it stopped named in one line first
+    (on stderr), then one line for the sweep itself."""
+    for run, why in sorted(trials.items()):
+        print(f"{run}: stopped, {why}", file=sys.stderr)
+    return OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({len(trials)} trial(s) stopped "
+                   "by it); free space and rerun the same command: finished trials and the "
+                   "last checkpoints are kept", str(dirs.root))
+
+
+@contextlib.contextmanager
+def quiet_full_disk():
+    """While Tune runs: its warnings about a full disk where it saves its state (a traceback every
+    10 s) and MLflow's about its store (tracking stops there, `tracking.py`) are dropped; the trials
+    report that disk themselves (`trial.py`)."""
+    loggers = [logging.getLogger(name) for name in (
+        "ray.train._internal.syncer", "ray.tune.execution.experiment_state",  # RAY: Tune's state
+        "mlflow.store.db.utils")]
+
+    def keep(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            return storage.disk_full(record.exc_info[1]) is None
+        return storage.disk_full(OSError(text)) is None
+
+    for logger in loggers:
+        logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(keep)
 
 
 def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,

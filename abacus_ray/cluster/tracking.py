@@ -32,7 +32,7 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,31 @@ class TrialRuns(MLflowLoggerCallback):
             )
         super().setup(*args, **kwargs)
 
+    full_disk: OSError | None = None  # set when a write met a full disk: tracking stops there
+
+    def _guarded(self, write: Callable[[], None]) -> None:
+        """One write to the store; a full disk ends tracking for the sweep (the trials go on and
+        say so themselves) instead of a traceback out of Tune at every report."""
+        if self.full_disk is not None:
+            return
+        try:
+            write()
+        except Exception as e:
+            self.full_disk = storage.disk_full(e)
+            if self.full_disk is None:
+                raise
+
     def log_trial_start(self, trial) -> None:
+        self._guarded(lambda: self._start(trial))
+
+    def log_trial_result(self, iteration: int, trial, result: dict) -> None:
+        self._guarded(lambda: self._result(trial, result))
+
+    def log_trial_end(self, trial, failed: bool = False) -> None:
+        if trial in self._trial_runs:
+            self._guarded(lambda: super(TrialRuns, self).log_trial_end(trial, failed))
+
+    def _start(self, trial) -> None:
         name = trial.config["run"]
         if trial not in self._trial_runs:
             found = self.mlflow_util._mlflow.search_runs(
@@ -127,7 +151,7 @@ class TrialRuns(MLflowLoggerCallback):
                 self._trial_runs[trial], self.configs[name], "config.json"
             )
 
-    def log_trial_result(self, iteration: int, trial, result: dict) -> None:
+    def _result(self, trial, result: dict) -> None:
         """Every reported metric in one batch: Ray's callback writes them one by one, one SQLite
         transaction each, which took 0.6 s per report on 2 busy cores (and Tune warned about it)."""
         step = result.get(TIMESTEPS_TOTAL) or result[TRAINING_ITERATION]

@@ -10,7 +10,9 @@ checkpoints in storage and resumes too.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -54,6 +56,7 @@ REPORTED_KEYS = (
     "model_id",
     "mfu",
     "diverged_at_step",
+    "disk_full",
 )
 
 
@@ -67,9 +70,26 @@ def run_name(result) -> str:
     return json.loads(storage.read_text(params))["run"]
 
 
-def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn) -> None:
+class _NoRoom(OSError):
+    """The disk that keeps the trial's checkpoints has no room for the next one (found before
+    handing it to Ray: a report Ray failed to persist is not retried cleanly)."""
+
+
+def _check_room(checkpoint: Path, train_path: str | None) -> None:
+    """Refuse a checkpoint that the disk of `train_path` (a local or shared directory; None: an
+    object store, which has no free-space figure) cannot hold twice over."""
+    if train_path is None:
+        return
+    place = storage.on_disk(Path(train_path))
+    free = storage.free_bytes(place)
+    if free is not None and free < 2 * storage.tree_bytes(storage.on_disk(checkpoint)):
+        raise _NoRoom(errno.ENOSPC, os.strerror(errno.ENOSPC), train_path)
+
+
+def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn,
+                      train_path: str | None = None) -> None:
     """Resume from `previous` (a Ray checkpoint or None), train, and hand every
-    report to `report_fn`."""
+    report to `report_fn`; `train_path`: where Ray keeps the checkpoints, when on a disk here."""
     # Where and since when this trial (its rank 0) runs, in every report: the driver's timeline
     node = {"node_id": ray.get_runtime_context().get_node_id(), "started_at": time.time()}  # RAY
     scratch = Path(tempfile.mkdtemp(prefix="abacus-trial-"))
@@ -81,6 +101,8 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
                  if v is not None and (k in REPORTED_KEYS or k.startswith("validation"))}
         clean |= node | {"reported_at": time.time()}
         path = metrics.get("checkpoint")
+        if path:
+            _check_room(Path(path), train_path)
         checkpoint = Checkpoint.from_directory(path) if path else None
         report_fn(
             clean, checkpoint=checkpoint, checkpoint_dir_name=Path(path).name if path else None
@@ -96,6 +118,13 @@ def _train_and_report(cfg: ExperimentConfig, device, group, previous, report_fn)
             resume_from=resume,
             validation=Validation.of(cfg),
         )
+    except _NoRoom as e:
+        if group is not None:  # several workers: Ray Train ends the group
+            raise
+        # A full disk: no restart or retry can help, so the trial ends here with the reason in its
+        # last report (one line in the sweep's closing message) instead of a traceback per retry.
+        report_fn(node | {"disk_full": f"{e.filename}: {e.strerror}", "reported_at": time.time()},
+                  checkpoint=None, checkpoint_dir_name=None)
     finally:
         storage.delete(storage.on_disk(scratch), quiet=True)
 
@@ -104,6 +133,7 @@ def train_worker(loop_config: dict[str, Any]) -> None:
     """Runs in every Ray Train worker: resume if Ray has a checkpoint, train, report through Ray."""
     # the trial's config object itself (pickled by Ray)
     cfg: ExperimentConfig = loop_config["experiment"]
+    train_path = loop_config.get("train_path")
     world = ray.train.get_context().get_world_size()
     group = dist.group.WORLD if world > 1 and dist.is_initialized() else None
     # RAY: the worker's GPU; a GPU slot without CUDA (a test cluster's fake GPU) trains on the CPU
@@ -112,7 +142,7 @@ def train_worker(loop_config: dict[str, Any]) -> None:
                       # RAY: latest checkpoint of this run (restart or restore)
                       ray.train.get_checkpoint(),
                       # RAY: a barrier over the workers; the loop reports at agreed steps
-                      ray.train.report)
+                      ray.train.report, train_path)
 
 
 def _train_in_trial(cfg: ExperimentConfig) -> None:
@@ -145,7 +175,8 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], trai
     # RAY: one Train run per trial; DDP over `workers` (gloo on CPU, nccl on GPU)
     trainer = TorchTrainer(
         train_worker,
-        train_loop_config={"experiment": cfg},
+        train_loop_config={"experiment": cfg,
+                           "train_path": train_path if filesystem is None else None},
         # RAY: process group via a FileStore when on one node (no listener)
         torch_config=LoopbackTorchConfig(),
         scaling_config=ScalingConfig(

@@ -274,6 +274,25 @@ def _not_a_number(data: Any) -> tuple[str, str] | None:
     return None
 
 
+def disk_full(e: BaseException | None) -> OSError | None:
+    """The full disk behind `e`, wherever in its chain it is and however a library words it (an
+    OSError's errno, pyarrow's "[errno 28]" text, SQLite's "database or disk is full"), as an
+    OSError with that errno; None if `e` is not about a full disk."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            return e
+        text = str(e).lower()
+        for code in DISK_FULL:
+            if f"[errno {code}]" in text or os.strerror(code).lower() in text:
+                return OSError(code, os.strerror(code))
+        if "database or disk is full" in text:
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        e = e.__cause__ or e.__context__
+    return None
+
+
 @contextlib.contextmanager
 def naming_full_disk(path: str | Path):  # a local path, or an object store's URI (only named)
     """A write that finds the disk full (no space, over quota, over the file size limit) fails with

@@ -1,0 +1,70 @@
+"""A disk that fills in the middle of a sweep: one line per trial and one for the sweep, exit 2.
+
+Before, the same run ended in about 630 lines (Tune's syncer warning every 10 s, each trial's
+traceback per retry, SQLite's from MLflow) and exit 1. The sweep's storage is a real small file
+system (tmpfs), filled by the test the moment the first checkpoint lands in it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from pace import deadline
+from test_bad_input_places import _tmpfs
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def disk(tmp_path):
+    """Room for the sweep's start (the free-space check before Ray passes), filled later."""
+    yield from _tmpfs(tmp_path / "disk", "400m")
+
+
+def _fill_when_a_checkpoint_lands(mount: Path, store: Path, done: threading.Event) -> None:
+    while not done.is_set() and not list(store.rglob("step-*/meta.json")):
+        done.wait(0.2)
+    with open(mount / ".filler", "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * (1 << 20))
+                fh.flush()
+        except OSError:
+            pass
+
+
+def test_a_disk_that_fills_mid_sweep_ends_it_in_one_line_per_trial(disk):
+    store = disk / "store"
+    done = threading.Event()
+    filler = threading.Thread(target=_fill_when_a_checkpoint_lands, args=(disk, store, done))
+    filler.start()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "abacus_ray.cli", "sweep", "fig10_k", "--preset", "tiny",
+             "--storage", str(store), "--set", "train.max_steps=400",
+             "--set", "train.checkpoint_every_min=0.02"],
+            cwd=REPO, capture_output=True, text=True, timeout=deadline(300))
+    finally:
+        done.set()
+        filler.join()
+    assert (disk / ".filler").exists(), "no checkpoint landed before the sweep ended"
+    err = proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in err, err[-3000:]
+    lines = [line for line in err.splitlines() if "disk full" in line or "error:" in line]
+    assert len(lines) == 3, err[-3000:]
+    for run in ("fig10_k/max_k=1", "fig10_k/max_k=12"):
+        assert any(line.startswith(f"{run}: stopped, disk full: ") and "No space left" in line
+                   for line in lines), lines
+    assert lines[-1].startswith(f"abacus-ray sweep: error: {store}/fig10_k: No space left on "
+                                "device (2 trial(s) stopped by it)"), lines[-1]
+    steps = sorted(store.rglob("step-*"))
+    assert steps  # the checkpoints written before the disk filled are kept, each whole
+    for step in steps:
+        assert sorted(p.name for p in step.iterdir()) == [
+            "config.json", "meta.json", "model.pt", "train_state.pt"], step
