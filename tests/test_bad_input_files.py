@@ -341,6 +341,10 @@ SWEEP_FLAGS = st.one_of(
     st.integers(max_value=0).map(lambda n: ([f"--max-trials={n}"], "--max-trials")),
     st.integers(max_value=0).map(lambda n: ([f"--num-cpus={n}"], "--num-cpus")),
     _not_in(("tiny", "paper")).map(lambda s: ([f"--preset={s}"], "--preset")),
+    st.sampled_from([["--axis=train.lr"], ["--axis==1"], ["--axis=no.such_key=1"], ["--axis=train.lr="],
+                     ["--axis=train.lr= , "], ["--axis=train.lr=1,2", "--axis=train.lr=3"]]).map(
+        lambda argv: (argv, "--axis")),
+    st.sampled_from(["abc", "-1", "0"]).map(lambda v: ([f"--axis=train.lr=1e-3,{v}"], "train.lr")),
     _OPTION.map(lambda s: ([s], s)),
 )
 

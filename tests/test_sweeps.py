@@ -87,6 +87,21 @@ def test_dry_run_prints_the_expansion_and_starts_nothing(capsys, no_ray, tmp_pat
     assert not storage.exists()
 
 
+def test_an_axis_on_the_command_line_crosses_or_replaces_the_sweeps_own(capsys, no_ray, tmp_path):
+    """`--axis KEY=V1,V2` sweeps any config key without a sweep file: crossed with the sweep's own
+    axes, or (a key it already sweeps) taking their place; each trial named by its values."""
+    storage = tmp_path / "never"
+    names = {}
+    for extra in (["--axis", "train.lr=1e-3,3e-3"], ["--axis", "model.max_k=3,5,7"]):
+        assert main(["sweep", "fig10_k", "--dry-run", "--storage", str(storage), *extra]) == 0
+        names[extra[1]] = [(t["name"], t["config"]["train"]["lr"], t["config"]["model"]["max_k"])
+                           for t in json.loads(capsys.readouterr().out)["trials"]]
+    assert names["train.lr=1e-3,3e-3"] == [
+        (f"fig10_k/max_k={k}_lr={lr}", float(lr), k) for k in (1, 12) for lr in ("1e-3", "3e-3")]
+    assert [n for n, _, _ in names["model.max_k=3,5,7"]] == [f"fig10_k/max_k={k}" for k in (3, 5, 7)]
+    assert not storage.exists()
+
+
 def test_sweep_by_path_and_unknown_name(capsys, tmp_path, no_ray):
     path = Path(__file__).resolve().parents[1] / "sweeps" / "fig3_embeddings.py"
     assert main(["sweep", str(path), "--dry-run", "--max-trials", "1"]) == 0

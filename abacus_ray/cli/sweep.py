@@ -30,8 +30,10 @@ from abacus_ray.cli import (
     leave_working_dir,
     one_line,
     parse_args,
+    shorten,
 )
-from abacus_ray.config.dicts import parse_set
+from abacus_ray.config import preset
+from abacus_ray.config.dicts import flatten, parse_set
 from abacus_ray.evaluation.grids import Grid, resolve_grid_names
 from abacus_ray.sweep import Search, Sweep, Trial, best_point
 from abacus_ray.sweep_dir import SweepDir
@@ -176,6 +178,11 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="extra config override for every trial (repeatable), "
                         "e.g. train.max_steps=100")
+    p.add_argument("--axis", dest="axes", action="append", default=[], metavar="KEY=V1,V2",
+                   help="sweep one more config key over a comma list of values (repeatable; the "
+                        "cross product with the sweep's own axes is trained; an axis the sweep "
+                        "has takes these values instead), e.g. "
+                        "--axis model.max_k=4,8 --axis train.lr=1e-3,3e-3")
     p.add_argument(
         "--per-cell",
         type=int,
@@ -259,10 +266,12 @@ def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None)
         overrides["train.budget_hours"] = args.budget_hours
     if args.per_cell is not None:
         overrides["eval.per_cell"] = args.per_cell
-    axes: dict[str, list[Any]] = {}
+    axes = command_line_axes(args.axes)
     for flag in sweep.flags:
         value = getattr(args, flag.name.lstrip("-").replace("-", "_"))
         if value is not None:
+            if flag.key in axes:
+                raise ValueError(f"--axis {flag.key}: also given by {flag.name}; give it once")
             axes[flag.key] = [v.strip() for v in value.split(",") if v.strip()]
             if not axes[flag.key]:
                 raise ValueError(f"{flag.name}: no value in {value!r}; give one "
@@ -278,6 +287,27 @@ def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None)
             raise ValueError(f"--max-trials: must be >= 1, got {args.max_trials}")
         trials = trials[: args.max_trials]
     return trials
+
+
+def command_line_axes(given: list[str]) -> dict[str, list[str]]:
+    """`--axis KEY=V1,V2` items as axes: each key once, known to the config, with at least one
+    value. An axis the sweep has already takes these values instead of its own."""
+    axes: dict[str, list[str]] = {}
+    known = set(flatten(preset("tiny").to_dict()))
+    for item in given:
+        shown = f"--axis {shorten(item, 80)}"
+        key, sep, values = (part.strip() for part in item.partition("="))
+        if not sep or not key:
+            raise ValueError(f"{shown}: expected KEY=V1,V2, e.g. model.max_k=4,8")
+        if key not in known:
+            raise ValueError(f"{shown}: {key!r} is not a config key (abacus-ray describe "
+                             "lists them)")
+        if key in axes:
+            raise ValueError(f"{shown}: {key} is given twice; give one comma list")
+        axes[key] = [v.strip() for v in values.split(",") if v.strip()]
+        if not axes[key]:
+            raise ValueError(f"{shown}: no value; give one value or a comma list")
+    return axes
 
 
 def eval_grids(trials: list[Trial]) -> dict[tuple[str, ...], list[Grid]]:
