@@ -367,7 +367,7 @@ def _sweep_main(sweep, argv):
 
 
 @pytest.mark.parametrize("argv, culprit", [
-    (["--positions", "alibi"], "model.positions"),
+    (["--positions", "kerple"], "model.positions"),
     (["--positions", " , "], "--positions"),
     (["--positions", "abacus,fire", "--seeds", "-2"], "--seeds"),
     (["--storage", "{file}/sub"], "--storage"),

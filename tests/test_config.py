@@ -27,7 +27,7 @@ def test_overrides_are_typed_and_validated():
     ("model.layers=0", "model.layers"),
     ("model.recurrences=0", "model.recurrences"),
     ("model.max_k=-1", "model.max_k"),
-    ("model.positions=alibi", "model.positions"),
+    ("model.positions=kerple", "model.positions"),
     ("model.max_k=1000", "model.abacus_table"),
     ("task.name=div", "task.name"),
     ("task.train_max_len=0", "task.train_max_len"),

@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
+from example_plugin import ALL_POSITIONS
 
-from abacus_ray.config.model import POSITIONS
 from abacus_ray.config.task import TaskConfig
 from abacus_ray.evaluation.decoding import greedy_kv, greedy_naive, greedy_per_recurrence, match
 from abacus_ray.evaluation.engine import (
@@ -141,7 +141,7 @@ def picked(outcomes, selected, attr):
     return [v for o, sel in zip(outcomes, selected, strict=True) for v, s in zip(getattr(o, attr), sel, strict=True) if s]
 
 
-@pytest.mark.parametrize("positions", POSITIONS)
+@pytest.mark.parametrize("positions", ALL_POSITIONS)
 @pytest.mark.parametrize("task", list(TASK_CELLS))
 def test_engines_agree_per_problem_on_random_models(task, positions):
     vocab = tokenizer_for(task).vocab_size

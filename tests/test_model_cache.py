@@ -2,8 +2,8 @@
 
 import pytest
 import torch
+from example_plugin import ALL_POSITIONS
 
-from abacus_ray.config.model import POSITIONS
 from abacus_ray.model import ArithmeticTransformer, ModelConfig
 from abacus_ray.tasks.tokenizer import get_tokenizer
 
@@ -43,7 +43,7 @@ def decode_in_chunks(model, ids, noise, cuts, **kw) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("arch", list(ARCHS))
-@pytest.mark.parametrize("positions", POSITIONS)
+@pytest.mark.parametrize("positions", ALL_POSITIONS)
 def test_cached_decoding_equals_the_full_forward(positions, arch):
     model = build(positions, arch)
     ids = problems()

@@ -60,7 +60,7 @@ def test_frozen_fire_l0_counts_but_does_not_train():
     (dict(layers=0), "model.layers"),
     (dict(recurrences=0), "model.recurrences"),
     (dict(intermediate=1023), "model.intermediate"),
-    (dict(positions="alibi"), "model.positions"),
+    (dict(positions="kerple"), "model.positions"),
     (dict(injection="sometimes"), "model.injection"),
     (dict(norm="mid"), "model.norm"),
     (dict(init_state="ones"), "model.init_state"),

@@ -4,8 +4,9 @@ import itertools
 
 import pytest
 import torch
+from example_plugin import ALL_POSITIONS
 
-from abacus_ray.config.model import INJECTIONS, POSITIONS
+from abacus_ray.config.model import INJECTIONS
 from abacus_ray.model import ArithmeticTransformer, ModelConfig, abacus_positions
 
 H = 32
@@ -33,7 +34,7 @@ def noise_for(ids: torch.Tensor, seed: int = 2) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("positions, injection, norm",
-                         list(itertools.product(POSITIONS, INJECTIONS, ("post", "pre"))))
+                         list(itertools.product(ALL_POSITIONS, INJECTIONS, ("post", "pre"))))
 def test_changing_a_later_token_never_changes_earlier_logits(positions, injection, norm):
     model = build(positions=positions, injection=injection, norm=norm)
     ids = batch()

@@ -37,8 +37,9 @@ def _refuse_a_deleted_working_dir() -> None:
 
 _refuse_a_deleted_working_dir()
 
-from abacus_ray import storage  # noqa: E402 - after the check above, as everything that loads torch
+from abacus_ray import plugins, storage  # noqa: E402 - after the check above, as everything that loads torch
 from abacus_ray.config import ExperimentConfig, preset  # noqa: E402
+from abacus_ray.config.dicts import parse_set  # noqa: E402
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
 COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary",
@@ -262,11 +263,28 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str = "tiny") ->
     )
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config value, e.g. --set model.layers=8 (repeatable)")
+    add_plugin_flag(p)
+
+
+def add_plugin_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plugin", dest="plugins", action="append", default=[],
+                   metavar="MODULE_OR_FILE",
+                   help="import a plugin that registers a position scheme or an offset draw of "
+                        "one's own (a module name, or a .py file; repeatable); the config records "
+                        "it, e.g. --plugin examples/alibi.py --set model.positions=alibi")
+
+
+def plugin_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """`--plugin` items imported now, as the `plugins` override that records them (none given:
+    nothing, the preset's or checkpoint's own list stays)."""
+    names = [plugins.load(given) for given in getattr(args, "plugins", None) or []]
+    return {"plugins": ",".join(dict.fromkeys(names))} if names else {}
 
 
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
-    """The command's config, built once from `--preset` and `--set`."""
-    return preset(args.preset, args.overrides)
+    """The command's config, built once from `--plugin`, `--preset` and `--set`."""
+    overrides = dict(parse_set(s) for s in args.overrides)
+    return preset(args.preset, {**plugin_overrides(args), **overrides})
 
 
 def guarded(command: str, run: Callable[[], int | None]) -> int:

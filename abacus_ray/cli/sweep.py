@@ -23,6 +23,7 @@ from typing import Any
 from abacus_ray import figures, storage
 from abacus_ray.cli import (
     ArgumentParser,
+    add_plugin_flag,
     check_cluster,
     check_num_cpus,
     guarded,
@@ -30,6 +31,7 @@ from abacus_ray.cli import (
     leave_working_dir,
     one_line,
     parse_args,
+    plugin_overrides,
     shorten,
 )
 from abacus_ray.config import preset
@@ -178,6 +180,7 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="extra config override for every trial (repeatable), "
                         "e.g. train.max_steps=100")
+    add_plugin_flag(p)
     p.add_argument("--axis", dest="axes", action="append", default=[], metavar="KEY=V1,V2",
                    help="sweep one more config key over a comma list of values (repeatable; the "
                         "cross product with the sweep's own axes is trained; an axis the sweep "
@@ -261,7 +264,8 @@ def search_of(sweep: Sweep, args: argparse.Namespace) -> Search | None:
 def expand(sweep: Sweep, args: argparse.Namespace, search: Search | None = None) -> list[Trial]:
     """The sweep's trials under the parsed flags (validated; no Ray): a search's
     picked points in order."""
-    overrides: dict[str, Any] = dict(parse_set(s) for s in args.overrides)
+    overrides: dict[str, Any] = {**plugin_overrides(args),
+                                 **dict(parse_set(s) for s in args.overrides)}
     if args.budget_hours is not None:
         overrides["train.budget_hours"] = args.budget_hours
     if args.per_cell is not None:

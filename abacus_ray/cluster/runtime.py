@@ -27,6 +27,8 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+from abacus_ray import plugins
+
 PROBE_TIMEOUT_S = 3.0  # a head that does not accept a connection in this long is refused
 CLUSTER_ENV = {
     # the head, every node and every client must use the same mode and token
@@ -150,7 +152,7 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address and address != "local":
         # the cluster's token: docs/guide.md, "On a Ray cluster"
-        ray.init(address=address, log_to_driver=not quiet)
+        ray.init(address=address, log_to_driver=not quiet, runtime_env=_job_env())
         return address
     ensure_token()
     with _embedded_settings():
@@ -162,8 +164,16 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
             object_store_memory=int(os.environ.get("ABACUS_RAY_OBJECT_STORE_MB", "300")) * 1024**2,
             log_to_driver=not quiet,
             _node_ip_address="127.0.0.1",
+            runtime_env=_job_env(),
         )
     return "local"
+
+
+def _job_env() -> dict | None:
+    """What travels with the job to every worker: the plugin files this driver loaded by path
+    (`abacus_ray.plugins`), so that a trial or an evaluator imports them as the driver did."""
+    files = plugins.files()
+    return {"py_modules": files} if files else None  # RAY: shipped with the job
 
 
 def shutdown() -> None:

@@ -16,6 +16,8 @@ import typing
 import unicodedata
 from typing import Any, TypeVar
 
+from abacus_ray import plugins
+
 T = TypeVar("T")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -166,6 +168,9 @@ def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
         key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
         raise ValueError(f"{key}: unknown config key (known: {', '.join(sorted(names))})")
     kwargs = {}
+    if not prefix and "plugins" in names and "plugins" in data:  # before the model's choices
+        kwargs["plugins"] = coerce("plugins", types_["plugins"], data["plugins"])
+        plugins.ensure(kwargs["plugins"])
     for name, value in data.items():
         key = f"{prefix}.{name}" if prefix else name
         kwargs[name] = coerce(key, types_[name], value)

@@ -28,6 +28,8 @@ class ExperimentConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    # the plugin modules the model needs (`abacus_ray.plugins`), imported before the rest is built
+    plugins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check(isinstance(self.name, str), "name", f"expected a string, got {self.name!r}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from abacus_ray import plugins
 from abacus_ray.config import bounds
 from abacus_ray.config.dicts import check, check_choice
 
@@ -15,6 +16,12 @@ INJECTIONS = ("none", "first", "every")
 NORMS = ("post", "pre")
 INIT_STATES = ("noise", "zeros")
 K_DRAWS = ("uniform", "balanced")  # the Abacus offset draw (model/positions.py OffsetDraw)
+
+
+def positions_choices() -> tuple[str, ...]:
+    """The built-in position schemes and the registered ones (`abacus_ray.plugins`), each also with
+    the Abacus embedding."""
+    return POSITIONS + tuple(p for name in plugins.POSITIONS for p in (name, f"abacus+{name}"))
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class ModelConfig:
     eval_recurrences: int | None = None  # test-time recurrences; None = recurrences
 
     def __post_init__(self) -> None:
-        check_choice(self.positions, "model.positions", POSITIONS)
+        check_choice(self.positions, "model.positions", positions_choices())
         check_choice(self.injection, "model.injection", INJECTIONS)
         check_choice(self.norm, "model.norm", NORMS)
         check_choice(self.init_state, "model.init_state", INIT_STATES)
@@ -64,7 +71,7 @@ class ModelConfig:
         check(self.intermediate % 2 == 0, "model.intermediate",
               f"must be even (GLU halves it), got {self.intermediate}")
         check(self.max_k >= 0, "model.max_k", f"must be >= 0, got {self.max_k}")
-        check_choice(self.k_draw, "model.k_draw", K_DRAWS)
+        check_choice(self.k_draw, "model.k_draw", K_DRAWS + tuple(plugins.K_DRAWS))
         check(self.init_std >= 0, "model.init_std", f"must be >= 0, got {self.init_std}")
         check(self.fire_max_length >= 0, "model.fire_max_length",
               f"must be >= 0, got {self.fire_max_length}")

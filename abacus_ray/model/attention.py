@@ -20,19 +20,22 @@ from torch import Tensor, nn
 from abacus_ray.model.fire import FIRE, fire_positions
 from abacus_ray.model.fused import split_heads
 from abacus_ray.model.rope import apply_rope, rope_tables
+from abacus_ray.plugins import Bias
 
 KV = tuple[Tensor, Tensor]
 
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, hidden: int, heads: int, *, rope: bool = False, fire: bool = False,
-                 fire_max_length: int = 0) -> None:
+                 fire_max_length: int = 0, bias: Bias | None = None) -> None:
+        """`bias`: a registered position scheme's (`abacus_ray.plugins`), built per layer."""
         super().__init__()
         self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
         self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
         self.out = nn.Linear(hidden, hidden, bias=False)
         self.rope = rope
         self.fire = FIRE(heads) if fire else None
+        self.bias = bias(heads) if bias is not None else None
         self.fire_max_length = fire_max_length
 
     def forward(self, x: Tensor, start: int = 0, past: KV | None = None, *,
@@ -65,6 +68,11 @@ class CausalSelfAttention(nn.Module):
             pos = fire_positions(0, sk, device,
                                  randomise_to=self.fire_max_length if randomise else 0)
             bias = self.fire(pos[start:], pos)
+            allowed = _allowed(sq, sk, start, device)
+            return bias.masked_fill(~allowed, float("-inf")).to(dtype).unsqueeze(0), False
+        if self.bias is not None:  # a plugin's scheme: plain token indices in, [H, Sq, Sk] out
+            pos = torch.arange(sk, device=device)
+            bias = self.bias(pos[start:], pos)
             allowed = _allowed(sq, sk, start, device)
             return bias.masked_fill(~allowed, float("-inf")).to(dtype).unsqueeze(0), False
         if start == 0:

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from abacus_ray.model.attention import KV, CausalSelfAttention
 from abacus_ray.model.fused import gelu_glu
+from abacus_ray.plugins import Bias
 
 LN_EPS = 1e-12
 
@@ -33,11 +34,12 @@ class GLUFeedForward(nn.Module):
 
 class DecoderLayer(nn.Module):
     def __init__(self, hidden: int, intermediate: int, heads: int, *, norm: str = "post",
-                 rope: bool = False, fire: bool = False, fire_max_length: int = 0) -> None:
+                 rope: bool = False, fire: bool = False, fire_max_length: int = 0,
+                 bias: Bias | None = None) -> None:
         super().__init__()
         self.pre_norm = norm == "pre"
         self.attn = CausalSelfAttention(hidden, heads, rope=rope, fire=fire,
-                                        fire_max_length=fire_max_length)
+                                        fire_max_length=fire_max_length, bias=bias)
         self.ffn = GLUFeedForward(hidden, intermediate)
         self.norm1 = layer_norm(hidden)
         self.norm2 = layer_norm(hidden)

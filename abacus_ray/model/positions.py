@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from abacus_ray import plugins
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.tasks.tokenizer import FIRST_DIGIT_ID, LAST_DIGIT_ID
 
@@ -120,7 +121,8 @@ class OffsetDraw:
             return None
         if m.k_draw == "uniform":
             return cls(m.max_k)
-        weights = balanced_offset_weights(m.max_k, cfg.task.longest_digit_run)
+        plugin = plugins.K_DRAWS.get(m.k_draw)  # a registered draw's weights, else balanced
+        weights = (plugin or balanced_offset_weights)(m.max_k, cfg.task.longest_digit_run)
         return cls(m.max_k, torch.tensor(weights))
 
     def draw(self, generator: torch.Generator | None = None) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from abacus_ray import plugins
 from abacus_ray.config import ExperimentConfig, ModelConfig
 from abacus_ray.model.cache import KVCache
 from abacus_ray.model.init import deepnorm_init_
@@ -33,6 +34,7 @@ from abacus_ray.model.positions import (
     shift_abacus,
     table_error,
 )
+from abacus_ray.plugins import position_bias
 from abacus_ray.tasks.tokenizer import get_tokenizer
 
 
@@ -51,7 +53,7 @@ class ArithmeticTransformer(nn.Module):
         fire = cfg.positions in ("fire", "abacus+fire")
         self.layers = nn.ModuleList(
             DecoderLayer(h, cfg.intermediate, cfg.heads, norm=cfg.norm, rope=rope, fire=fire,
-                         fire_max_length=cfg.fire_max_length)
+                         fire_max_length=cfg.fire_max_length, bias=position_bias(cfg.positions))
             for _ in range(cfg.layers))
         self.head_norm = layer_norm(h) if cfg.norm == "pre" else None
         self.head = GLUFeedForward(h, cfg.intermediate)
@@ -66,7 +68,9 @@ class ArithmeticTransformer(nn.Module):
 
     @classmethod
     def for_experiment(cls, cfg: ExperimentConfig) -> ArithmeticTransformer:
-        """The model of an experiment: its `ModelConfig` over its task's tokenizer's vocabulary."""
+        """The model of an experiment: its `ModelConfig` over its task's tokenizer's vocabulary
+        (its plugins imported first: a config Ray unpickled in a worker was never rebuilt)."""
+        plugins.ensure(cfg.plugins)
         return cls(cfg.model, get_tokenizer(cfg.task.tokenizer_name).vocab_size)
 
     # ---------------------------------------------------------------- public helpers
