@@ -1,0 +1,56 @@
+"""A position scheme of one's own (`examples/alibi.py`) through the command line and through Ray.
+
+The plugin is loaded by `--plugin FILE` in a fresh process each time, as a user runs it: the
+checkpoint records it, reading that checkpoint without it is one line naming the module, and a
+sweep ships the file to its Ray workers (the trials train it and the evaluators score it).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+from pace import deadline
+
+REPO = Path(__file__).resolve().parents[1]
+ALIBI = REPO / "examples" / "alibi.py"
+
+
+def _cli(*args: object, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "abacus_ray.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=deadline(timeout))
+
+
+@pytest.mark.slow
+def test_a_plugin_trains_is_recorded_and_is_needed_to_read_its_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    done = _cli("train", "--plugin", ALIBI, "--set", "model.positions=alibi", "--set",
+                "train.max_steps=4", "--device", "cpu", "--out", run, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (step,) = run.glob("step-*")
+    assert json.loads((step / "config.json").read_text())["plugins"] == ["alibi"]
+    refused = _cli("eval", run, "--cells", "1-2x1-2", "--out", tmp_path / "r1", cwd=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert "needs the plugin module 'alibi'" in line and "--plugin" in line, line
+    scored = _cli("eval", run, "--plugin", ALIBI, "--cells", "1-2x1-2", "--out", tmp_path / "r2",
+                  cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    unknown = _cli("train", "--set", "model.positions=alibi", "--out", tmp_path / "x", cwd=tmp_path)
+    assert unknown.returncode == 2 and "model.positions: 'alibi' is not one of" in unknown.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_sweep_ships_the_plugin_to_its_ray_workers(tmp_path):
+    store = tmp_path / "store"
+    done = _cli("sweep", "fig10_k", "--plugin", ALIBI, "--set", "model.positions=abacus+alibi",
+                "--set", "train.max_steps=10", "--per-cell", "2", "--no-dashboard",
+                "--tracking", "none", "--storage", store, cwd=tmp_path, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = ds.dataset(store / "fig10_k" / "results").to_table().to_pandas()
+    assert set(cells["model.positions"]) == {"abacus+alibi"} and cells["run_id"].nunique() == 2
