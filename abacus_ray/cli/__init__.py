@@ -281,10 +281,31 @@ def plugin_overrides(args: argparse.Namespace) -> dict[str, str]:
     return {"plugins": ",".join(dict.fromkeys(names))} if names else {}
 
 
+def add_threads_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads (default: the CPUs this process may use, its affinity "
+                        "cut to its cgroup quota); the count changes how a CPU sums floats, so "
+                        "a sweep trial's model is trained again with its own (meta.json's "
+                        "threads; a sweep's workers run 1 per whole CPU they hold)")
+
+
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
-    """The command's config, built once from `--plugin`, `--preset` and `--set`."""
-    overrides = dict(parse_set(s) for s in args.overrides)
-    return preset(args.preset, {**plugin_overrides(args), **overrides})
+    """The command's config, built once from `--plugin`, `--preset` (or `--config`) and `--set`."""
+    overrides = {**plugin_overrides(args), **dict(parse_set(s) for s in args.overrides)}
+    given = getattr(args, "config", None)
+    if given is None:
+        return preset(args.preset, overrides)
+    loc = storage.resolve(given)
+    if storage.is_dir(loc):  # a checkpoint directory: its own config
+        loc = loc / "config.json"
+    try:
+        data = storage.read_json(loc)
+    except FileNotFoundError:
+        raise CLIError(f"--config {given}: no such config file or checkpoint") from None
+    try:
+        return ExperimentConfig.from_dict(data).with_overrides(overrides)
+    except ValueError as e:
+        raise CLIError(f"--config {given}: {e}") from None
 
 
 def guarded(command: str, run: Callable[[], int | None]) -> int:

@@ -17,7 +17,13 @@ import argparse
 import sys
 
 from abacus_ray import storage
-from abacus_ray.cli import add_plugin_flag, check_device, check_readable, plugin_overrides
+from abacus_ray.cli import (
+    add_plugin_flag,
+    add_threads_flag,
+    check_device,
+    check_readable,
+    plugin_overrides,
+)
 from abacus_ray.config.dicts import check_text
 from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
 from abacus_ray.config.train import PRECISIONS
@@ -75,6 +81,7 @@ def register(subparsers) -> None:
                         "checkpoint's eval.hint_scoring)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
     add_plugin_flag(p)
+    add_threads_flag(p)
     p.add_argument("--run-id", default=None, help="optional run id stored in every row")
     p.add_argument("--flush-every-s", type=float, default=10.0,
                    help="write a results part at least this often (default 10 s)")
@@ -90,9 +97,11 @@ def handler(args: argparse.Namespace) -> int:
     # not at `abacus-ray --help`
     from abacus_ray.evaluation.runner import evaluate
     from abacus_ray.model.checkpoint import read_checkpoint_config, resolve_checkpoint
+    from abacus_ray.training.threads import set_threads
 
     device = None if args.device is None else check_device(args.device)
     plugin_overrides(args)  # imported before any checkpoint's config names them
+    set_threads(args.threads)
     if args.run_id is not None:
         check_text(args.run_id, "--run-id")
     checkpoints = check_readable(args.checkpoints, "CHECKPOINT")

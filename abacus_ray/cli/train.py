@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import TextIO
 
 from abacus_ray import storage
-from abacus_ray.cli import CLIError, add_config_args, check_device, config_from_args
+from abacus_ray.cli import (
+    CLIError,
+    add_config_args,
+    add_threads_flag,
+    check_device,
+    config_from_args,
+)
 from abacus_ray.config import ExperimentConfig
 
 
@@ -38,6 +44,11 @@ def register(subparsers) -> None:
     p.add_argument(
         "--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda or cuda:N"
     )
+    p.add_argument("--config", default=None, metavar="FILE_OR_CHECKPOINT",
+                   help="start from this config instead of --preset: a config.json, or a "
+                        "checkpoint (a sweep trial's, to train that trial again: give its "
+                        "meta.json's threads as --threads); --set still applies")
+    add_threads_flag(p)
     p.set_defaults(func=handler)
 
 
@@ -143,6 +154,7 @@ def handler(args: argparse.Namespace) -> int:
         load_checkpoint,
     )
     from abacus_ray.training.loop import check_fits, check_resumable
+    from abacus_ray.training.threads import set_threads
 
     # a directory or an object-store URI, before any training
     loc = storage.probe(args.out, "--out")
@@ -167,6 +179,7 @@ def handler(args: argparse.Namespace) -> int:
                            "--resume to continue it or choose another directory")
         cfg = config_from_args(args)
     device = check_device(args.device)
+    set_threads(args.threads)
     if cfg.cluster.use_gpu is None:  # auto: the config records where --device put the run
         cfg = cfg.replace(cluster=cfg.cluster.resolved(1.0 if device.startswith("cuda") else 0.0))
     check_fits(cfg, device)  # before the first line is printed: a refusal is the only line

@@ -186,6 +186,8 @@ def save_checkpoint(directory: Location, model: nn.Module, cfg: ExperimentConfig
     model_id = content_hash(weights)
     meta = {"format_version": FORMAT_VERSION, "model_id": model_id, "name": cfg.name,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
+            # the CPU threads that summed this model's floats (training/threads.py)
+            "threads": torch.get_num_threads(),
             "num_params": sum(t.numel() for t in unwrap(model).parameters())} | _json_scalars(state)
 
     # torch writes straight into the new directory: no second copy in memory

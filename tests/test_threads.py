@@ -1,0 +1,60 @@
+"""Torch threads: sized from the CPUs a process may use, recorded with each checkpoint, and enough,
+with a trial's config, for `train` to train that sweep trial's model again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pace import deadline
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: object, cwd: Path, timeout: float = 300,
+         pre: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run([*pre, sys.executable, "-m", "abacus_ray.cli", *map(str, args)],
+                          cwd=cwd, capture_output=True, text=True, timeout=deadline(timeout))
+
+
+@pytest.mark.slow
+def test_threads_follow_the_cpus_a_process_may_use(tmp_path):
+    """Pinned to one CPU (its affinity), a command takes one thread and refuses a second."""
+    one = [f"--set={s}" for s in ("train.max_steps=2", "model.hidden=32", "model.intermediate=64",
+                                  "model.heads=2")]
+    pin = ("taskset", "-c", "0")
+    done = _cli("train", "--out", tmp_path / "a", "--device", "cpu", *one, cwd=tmp_path, pre=pin)
+    assert done.returncode == 0, done.stderr
+    (meta,) = (tmp_path / "a").glob("step-*/meta.json")
+    assert json.loads(meta.read_text())["threads"] == 1
+    refused = _cli("train", "--out", tmp_path / "b", "--threads", "2", *one, cwd=tmp_path, pre=pin)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        "abacus-ray train: error: --threads: 2 is not between 1 and the 1 CPU(s) this process may "
+        "use (its affinity and cgroup quota)"], refused.stderr
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to differ from 1 thread")
+def test_train_given_a_trials_config_and_threads_trains_that_trials_model(tmp_path):
+    store = tmp_path / "store"
+    done = _cli("sweep", "fig10_k", "--set", "train.max_steps=30", "--max-trials", "1",
+                "--no-eval", "--no-dashboard", "--tracking", "none", "--storage", store,
+                cwd=tmp_path, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (trial,) = (store / "fig10_k" / "train").glob("*/step-000000030")
+    meta = json.loads((trial / "meta.json").read_text())
+    assert meta["threads"] == 1  # a worker of 0.98 CPU: Ray's OMP_NUM_THREADS
+    ids = {}
+    for threads in ("1", None):
+        argv = ["train", "--config", trial, "--out", tmp_path / f"again-{threads}"]
+        done = _cli(*argv, *(["--threads", threads] if threads else []), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        ids[threads] = done.stdout.split("model_id: ")[1].strip()
+    assert ids["1"] == meta["model_id"]  # the same model, trained again outside Ray
+    assert ids[None] != meta["model_id"]  # every CPU of this machine: other sums, another model
