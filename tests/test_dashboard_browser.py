@@ -107,6 +107,28 @@ def test_every_page_loads_clean(site, browser):
         w.page.close()
 
 
+def test_a_results_directory_with_problem_file_rows_draws_clean(site, browser, tmp_path):
+    """The guide's layout of `eval --problems FILE --out RESULTS` beside grid cells: every page
+    loads clean and the index counts the file's problems with the rest (it once failed to build:
+    "columns overlap but no suffix specified: ['problems']")."""
+    from abacus_ray.cli import main
+
+    root, _ = site
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("dashboard"))
+    (checkpoint,) = sorted((copy / "sample" / "train" / "run0").glob("step-*"))
+    problems = tmp_path / "mine.txt"
+    problems.write_text("12+34\n5+678\n99+1\n")
+    assert main(["eval", str(checkpoint), "--problems", str(problems),
+                 "--out", str(copy / "sample" / "results")]) == 0
+    out = build_site(on_disk(copy), copy / "dashboard").parent
+    for path in sorted(out.glob("*.html")):
+        w = Watched(browser)
+        w.open(path)
+        w.clean()
+        w.page.close()
+
+
 def test_paper_page_draws_paired_bars_with_intervals(browser, tmp_path):
     from dashboards.sample import synthetic_results
 
