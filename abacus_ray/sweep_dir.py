@@ -19,6 +19,7 @@ the MLflow store (`mlflow.db`, its artifacts in `mlartifacts/`) and the dashboar
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,9 @@ class SweepDir:
     SPEC: ClassVar[str] = "sweep.json"
     TUNE: ClassVar[str] = "tune"
     TRAIN: ClassVar[str] = "train"
-    TRAIN_RUN: ClassVar[str] = "train-{trial_id}"  # a trial's Ray Train run, stable across restores
+    # a trial's Ray Train run (its checkpoints): named after the trial, so stable across restores;
+    # sweeps started before that named it by Tune's trial id, and those keep their directories
+    OLD_TRAIN_RUN: ClassVar[str] = "train-{trial_id}"
     RESULTS: ClassVar[str] = "results"
     SEARCH: ClassVar[str] = "search.parquet"
     TIMELINE: ClassVar[str] = "timeline.parquet"
@@ -123,13 +126,21 @@ class SweepDir:
     def train(self) -> Location:
         return self.root / self.TRAIN
 
-    @classmethod
-    def train_run_name(cls, trial_id: str) -> str:
-        return cls.TRAIN_RUN.format(trial_id=trial_id)
+    @staticmethod
+    def train_run_name(run: str) -> str:
+        """A trial's Train run directory name: its run name past the sweep's (`fig10_k/max_k=12` ->
+        `max_k=12`), with any character a path should not hold as `_`."""
+        tail = run.split("/", 1)[-1]
+        return re.sub(r"[^A-Za-z0-9=._+,-]", "_", tail).strip(".") or "run"
 
-    def train_run(self, trial_id: str) -> Location:
-        """One trial's Ray Train run directory, holding its checkpoints."""
-        return self.train / self.train_run_name(trial_id)
+    def train_run(self, run: str, trial_id: str | None = None) -> Location:
+        """One trial's Ray Train run directory, holding its checkpoints: named after the trial, or
+        the directory an older sweep gave it by its trial id, where that one exists."""
+        if trial_id is not None:
+            old = self.train / self.OLD_TRAIN_RUN.format(trial_id=trial_id)
+            if storage.is_dir(old):
+                return old
+        return self.train / self.train_run_name(run)
 
     @property
     def results(self) -> Location:

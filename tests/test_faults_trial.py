@@ -73,7 +73,7 @@ class WorkerKiller(threading.Thread):
             if step is not None:
                 workers[0].send_signal(signal.SIGKILL)
                 self.killed, self.killed_after = workers[0], step
-                for meta in self.root.glob("train/train-*/step-*/meta.json"):
+                for meta in self.root.glob("train/*/step-*/meta.json"):
                     try:  # a checkpoint still being uploaded at the kill may be partial (and is not registered)
                         data = json.loads(meta.read_text())
                         self.metas[int(data["step"])] = data

@@ -28,11 +28,14 @@ def test_every_file_and_folder_is_named_under_the_sweep_root(tmp_path):
              "search": "search.parquet", "timeline": "timeline.parquet",
              "trials": "trials.parquet"}
     assert {k: Path(getattr(dirs, k)) for k in named} == {k: root / v for k, v in named.items()}
-    assert Path(dirs.train_run("ab12")) == root / "train" / "train-ab12"
+    assert Path(dirs.train_run("fig10_k/max_k=12_seed=0")) == root / "train" / "max_k=12_seed=0"
+    assert Path(dirs.train_run("s/a b<c>", "ab12")) == root / "train" / "a_b_c_"  # no older one
+    (root / "train" / "train-ab12").mkdir(parents=True)
+    assert Path(dirs.train_run("s/x", "ab12")) == root / "train" / "train-ab12"  # an older sweep's
     assert dirs.local == dirs.tracking == root  # a local --storage: MLflow's store in the sweep
     assert dirs.dashboard == root / "dashboard"
     assert not dirs.recorded
-    (root / "sweep.json").parent.mkdir()
+    (root / "sweep.json").parent.mkdir(exist_ok=True)
     (root / "sweep.json").write_text("{}")
     assert dirs.recorded
 

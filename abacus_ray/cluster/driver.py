@@ -148,7 +148,7 @@ class Outcome:
                       if s in statuses and r not in self.finished)
 
 
-def _checkpoint_of(result, root: Location) -> Location | None:
+def _checkpoint_of(result, root: Location, run: str) -> Location | None:
     """A trial's last reported checkpoint, else its Train run's newest (None if it has none)."""
     metrics = result.metrics or {}
     path = metrics.get("checkpoint_path")  # a TorchTrainer's last reported one (a path in `fs`)
@@ -157,7 +157,7 @@ def _checkpoint_of(result, root: Location) -> Location | None:
     if path is not None:
         return root.at(path)  # its URI on an object store: what the evaluators and MLflow get
     if metrics.get("trial_id"):  # fall back to the Train run's newest checkpoint in storage
-        return latest_checkpoint(SweepDir.of(root).train_run(metrics["trial_id"]))
+        return latest_checkpoint(SweepDir.of(root).train_run(run, metrics["trial_id"]))
     return None
 
 
@@ -177,7 +177,7 @@ def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]) -> Outc
         run_name = trial_run_name(result)
         metrics = result.metrics or {}
         trial_id = metrics.get("trial_id")
-        checkpoint = _checkpoint_of(result, root)
+        checkpoint = _checkpoint_of(result, root, run_name)
         state = trial_status.status(metrics, errored=result.error is not None)
         if out.statuses.get(run_name) == trial_status.FINISHED:
             continue  # the same point run twice: its finished run counts

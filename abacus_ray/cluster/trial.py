@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs
 import ray
 import ray.train
 import ray.train.torch
@@ -157,6 +158,14 @@ def _train_in_trial(cfg: ExperimentConfig) -> None:
     _train_and_report(cfg, device, None, tune.get_checkpoint(), report)  # RAY: resume point
 
 
+def _train_run(run: str, train_path: str, filesystem: Any) -> str:
+    """The trial's Ray Train run name (its checkpoints' directory under `train_path`): named after
+    the trial, or the one an older sweep named after Tune's trial id, where that one exists."""
+    fs = filesystem if filesystem is not None else pyarrow.fs.LocalFileSystem()
+    root = storage.located(fs, train_path)
+    return SweepDir.of(root.parent).train_run(run, tune.get_context().get_trial_id()).name  # RAY
+
+
 def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], train_path: str,
               filesystem: Any = None) -> None:
     """The Tune function trainable: fits one `TorchTrainer` for the config named by `params["run"]`.
@@ -186,7 +195,7 @@ def run_trial(params: dict[str, Any], configs: dict[str, ExperimentConfig], trai
             placement_strategy=cl.placement,
         ),
         run_config=ray.train.RunConfig(
-            name=SweepDir.train_run_name(tune.get_context().get_trial_id()),  # same on restore
+            name=_train_run(params["run"], train_path, filesystem),  # same on restore
             storage_path=train_path,
             # RAY: checkpoints go to the object store from the worker's node
             storage_filesystem=filesystem,
