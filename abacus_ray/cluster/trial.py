@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow.fs
 import ray
 import ray.train
 import ray.train.torch
@@ -161,8 +160,8 @@ def _train_in_trial(cfg: ExperimentConfig) -> None:
 def _train_run(run: str, train_path: str, filesystem: Any) -> str:
     """The trial's Ray Train run name (its checkpoints' directory under `train_path`): named after
     the trial, or the one an older sweep named after Tune's trial id, where that one exists."""
-    fs = filesystem if filesystem is not None else pyarrow.fs.LocalFileSystem()
-    root = storage.located(fs, train_path)
+    root = (storage.on_disk(Path(train_path)) if filesystem is None
+            else storage.located(filesystem, train_path))
     return SweepDir.of(root.parent).train_run(run, tune.get_context().get_trial_id()).name  # RAY
 
 

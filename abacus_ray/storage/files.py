@@ -148,6 +148,27 @@ def _cgroup_room() -> int | None:
     return None
 
 
+def cpu_quota() -> float | None:
+    """The CPUs this process's cgroup (v2, else v1) may use by its quota; None where it sets none
+    or none can be read (the process's other limit beside `memory_limit`'s)."""
+    for quota_file, period_file in (("/sys/fs/cgroup/cpu.max", None),
+                                    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+                                     "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
+        try:
+            with open(quota_file) as fh:
+                words = fh.read().split()
+            if period_file is not None:
+                with open(period_file) as fh:
+                    words += fh.read().split()
+            quota, period = words[0], int(words[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if quota == "max" or not quota.lstrip("-").isdigit() or int(quota) <= 0 or period <= 0:
+            return None
+        return int(quota) / period
+    return None
+
+
 def _too_big(loc: Location, size: int, limit: int | None) -> StorageError:
     bound = f"the {limit:,} bytes such a file may hold" if limit is not None else \
         f"half of this machine's available memory ({memory_limit():,} bytes)"

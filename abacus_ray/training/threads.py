@@ -12,35 +12,17 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 
 import torch
 
-CGROUP_V2 = Path("/sys/fs/cgroup/cpu.max")  # "QUOTA PERIOD" or "max PERIOD"
-CGROUP_V1 = (Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
-             Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us"))
+from abacus_ray import storage
 
 
 def usable_cpus() -> int:
     """The CPUs this process may use: its affinity, cut to its cgroup's quota (at least 1)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    quota = _cgroup_quota()
+    quota = storage.cpu_quota()
     return max(1, min(cpus, math.floor(quota) if quota is not None else cpus))
-
-
-def _cgroup_quota() -> float | None:
-    """CPUs the cgroup's quota allows (None: no quota, or none readable)."""
-    try:
-        if CGROUP_V2.is_file():
-            quota, period = CGROUP_V2.read_text().split()[:2]
-            return None if quota == "max" else int(quota) / int(period)
-        quota_file, period_file = CGROUP_V1
-        if quota_file.is_file() and period_file.is_file():
-            quota_us = int(quota_file.read_text())
-            return None if quota_us <= 0 else quota_us / int(period_file.read_text())
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 def set_threads(given: int | None, flag: str = "--threads") -> int:
