@@ -151,6 +151,22 @@ def register(subparsers) -> None:
     p.set_defaults(func=handler)
 
 
+def add_search_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a sweep that searches (`Search`): its sample count, ASHA's grace, --confirm."""
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="points the search tries (default: the sweep's)",
+    )
+    p.add_argument("--grace-steps", type=int, default=None,
+                   help="optimiser steps before ASHA may stop a trial (default: the sweep's)")
+    p.add_argument("--confirm", action="store_true",
+                   help="instead of searching: retrain the best point of this sweep's "
+                        f"finished search (its {SweepDir.SEARCH} under --storage) with several "
+                        "seeds for each value of the compared axes, as the sweep NAME_confirm")
+
+
 def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     p = ArgumentParser(prog=f"abacus-ray sweep {sweep.name}", description=sweep.caption)
     p.add_argument("--preset", choices=["tiny", "paper"], default="tiny",
@@ -201,18 +217,7 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
             flag.name, default=None, help=f"{flag.help} (sets {flag.key}; a comma list sweeps it)"
         )
     if sweep.search is not None or sweep.tiny.search is not None or sweep.paper.search is not None:
-        p.add_argument(
-            "--samples",
-            type=int,
-            default=None,
-            help="points the search tries (default: the sweep's)",
-        )
-        p.add_argument("--grace-steps", type=int, default=None,
-                       help="optimiser steps before ASHA may stop a trial (default: the sweep's)")
-        p.add_argument("--confirm", action="store_true",
-                       help="instead of searching: retrain the best point of this sweep's "
-                            f"finished search (its {SweepDir.SEARCH} under --storage) with several "
-                            "seeds for each value of the compared axes, as the sweep NAME_confirm")
+        add_search_flags(p)
     p.add_argument("--break-lease", action="store_true",
                    help="take over the sweep directory's lease from a run that is gone (one "
                         "this machine cannot tell is gone: another host's); never needed for "
