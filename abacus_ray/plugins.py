@@ -40,17 +40,17 @@ _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 def register_positions(name: str, bias: Bias) -> None:
     """Make `name` (and `abacus+name`) a `model.positions` choice whose attention adds `bias`."""
-    _check_new(name, "position scheme", POSITIONS, ("abacus", "fire", "rope", "nope", "learned"))
+    _check_new(name, "position scheme", ("abacus", "fire", "rope", "nope", "learned"))
     POSITIONS[name] = bias
 
 
 def register_k_draw(name: str, weights: Weights) -> None:
     """Make `name` a `model.k_draw` choice: offsets drawn with `weights(max_k, longest_run)`."""
-    _check_new(name, "offset draw", K_DRAWS, ("uniform", "balanced"))
+    _check_new(name, "offset draw", ("uniform", "balanced"))
     K_DRAWS[name] = weights
 
 
-def _check_new(name: str, what: str, registry: dict, built_in: tuple[str, ...]) -> None:
+def _check_new(name: str, what: str, built_in: tuple[str, ...]) -> None:
     """A plugin's name: new beside the built-in ones (registering it again replaces it)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"a {what} plugin: {name!r} is not a name (lower-case letters, digits, _)")
