@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -108,19 +109,26 @@ def test_a_busy_port_is_refused_before_building(places, offline, work, no_ray): 
 def test_weights_beyond_free_memory_are_refused_before_they_are_read(places, offline,  # noqa: F811
                                                                     work, no_ray):
     """import-official checks a weights file against the memory it would take (read, then copied
-    into the model) before opening it: a sparse file of that size stands in for a real one."""
-    from abacus_ray import storage
-    from abacus_ray.model.official_files import MAX_WEIGHTS_BYTES
+    into the model) before opening it: a sparse file of that size stands in for a real one. The
+    room is set, not found: an address-space limit (`ulimit -v`, as a batch scheduler sets) of 1 GiB
+    above what this process holds, so the suite's other workers coming and going cannot move it."""
+    import psutil
 
-    size = storage.memory_limit() // 2 + (1 << 20)
-    if size > MAX_WEIGHTS_BYTES:
-        pytest.skip(f"this machine has the memory to import {MAX_WEIGHTS_BYTES:,} bytes of weights")
+    size = 1 << 30  # twice that (read, then the model) is more than the limit leaves
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = psutil.Process().memory_info().vms + size
+    if hard != resource.RLIM_INFINITY and cap > hard:
+        pytest.skip(f"the hard address-space limit ({hard:,} bytes) leaves no room for the test")
     target = shutil.copytree(places["official"], offline.parent / "official")
     with open(target / "model.safetensors", "r+b") as fh:
         fh.truncate(size)
-    message = assert_refused(["import-official", str(target), "--out", str(offline.parent / "o")],
-                             str(target / "model.safetensors"),
-                             "hostile places: weights beyond memory", roots=[work, offline])
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        message = assert_refused(["import-official", str(target), "--out", str(offline.parent / "o")],
+                                 str(target / "model.safetensors"),
+                                 "hostile places: weights beyond memory", roots=[work, offline])
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     assert "memory" in message and not (offline.parent / "o").exists()
 
 
