@@ -1,4 +1,4 @@
-"""The import layering of the package, pinned: plugins < config, storage, seeds, trial_status < tasks, sweep_dir < model <
+"""The import layering of the package, pinned: plugins, text < config, storage, seeds, trial_status < tasks, sweep_dir < model <
 training, evaluation, sweep < cluster, dashboards, plan, figures < cli, with no import going up or sideways between layers, no circle between
 modules, and Ray imported only under `abacus_ray/cluster/` (docs: README "Layout")."""
 
@@ -9,7 +9,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = {  # package -> floor; a module may import its own package or any lower floor
-    "abacus_ray.plugins": -1, "abacus_ray.config": 0, "abacus_ray.storage": 0, "abacus_ray.seeds": 0, "abacus_ray.trial_status": 0,
+    "abacus_ray.plugins": -1, "abacus_ray.text": -1, "abacus_ray.config": 0, "abacus_ray.storage": 0, "abacus_ray.seeds": 0, "abacus_ray.trial_status": 0,
     "abacus_ray.tasks": 1, "abacus_ray.sweep_dir": 1, "abacus_ray.model": 2,
     "abacus_ray.training": 3, "abacus_ray.evaluation": 3, "abacus_ray.sweep": 3,
     "abacus_ray.cluster": 4, "dashboards": 4, "abacus_ray.plan": 4, "abacus_ray.figures": 4,

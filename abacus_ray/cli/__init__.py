@@ -40,6 +40,7 @@ _refuse_a_deleted_working_dir()
 from abacus_ray import plugins, storage  # noqa: E402 - after the check above, as everything that loads torch
 from abacus_ray.config import ExperimentConfig, preset  # noqa: E402
 from abacus_ray.config.dicts import parse_set  # noqa: E402
+from abacus_ray.text import one_line, shorten  # noqa: E402
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
 COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary",
@@ -50,20 +51,8 @@ class CLIError(ValueError):
     """A user-facing error: printed as one line, exit status 2."""
 
 
-MAX_ECHO = 200  # characters of one value (a path, a URI, a number) that a refusal repeats
 # characters of one argument (Linux's PATH_MAX): longer is refused, naming its flag
 MAX_ARGUMENT = 4096
-
-
-def one_line(message: str) -> str:
-    """`message` on one line, each value in it cut to `MAX_ECHO` characters (a 100
-    KB path is not echoed)."""
-    return " ".join(shorten(word) for word in message.split())
-
-
-def shorten(text: str, limit: int = MAX_ECHO) -> str:
-    """`text`, or its first `limit` characters and an ellipsis."""
-    return text if len(text) <= limit else f"{text[:limit]}\u2026"
 
 
 def _culprit_first(message: str) -> str:
@@ -198,7 +187,7 @@ def join_cluster(address: str | None, *, num_cpus: int | None = None) -> None:
         runtime.init(address)
     except Exception as e:  # Ray's own exceptions: ConnectionError, RuntimeError, ...
         raise ValueError(f"{flag}: cannot join the Ray cluster at {joining} "
-                         f"({one_line(str(e))[:160]}); is RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH's "
+                         f"({one_line(str(e), 160)}); is RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH's "
                          "file) the cluster's token?") from None
 
 

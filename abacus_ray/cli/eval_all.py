@@ -102,7 +102,7 @@ def sweep_models(root: storage.Location, include: frozenset[str]) -> list:
     try:
         record = storage.read_parquet(path)
     except (OSError, ValueError, pa.ArrowException) as e:
-        raise ValueError(f"{path}: not a trial record ({one_line(str(e))[:100]})") from None
+        raise ValueError(f"{path}: not a trial record ({one_line(str(e), 100)})") from None
     return [root / rel for rel in trial_status.checkpoints_to_score(record, include, str(path))]
 
 

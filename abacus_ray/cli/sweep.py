@@ -119,7 +119,7 @@ def _run_sweep_file(path: Path) -> object:
         raise ValueError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
     except Exception as e:  # whatever a sweep file raises is the file's fault: one line
         raise ValueError(
-            f"{path}: does not run: {type(e).__name__}: {one_line(str(e))[:300]}"
+            f"{path}: does not run: {type(e).__name__}: {one_line(str(e), 300)}"
         ) from None
     except SystemExit as e:  # sys.exit() while it was read: it declared no sweep, whatever code
         raise ValueError(f"{path}: exited (SystemExit({e.code!r})) while it was read, before it "

@@ -48,6 +48,7 @@ from abacus_ray.model.checkpoint import latest_checkpoint
 from abacus_ray.storage import Location
 from abacus_ray.sweep import Search, Trial
 from abacus_ray.sweep_dir import SweepDir
+from abacus_ray.text import shorten
 
 MAX_TRIAL_FAILURES = 3  # a trial whose driver died (its node lost) restarts, resuming its Train run
 
@@ -70,7 +71,7 @@ def failure_reason(error: BaseException) -> str:
         if type(error).__name__ in ("TuneError", "RayTaskError") and cause
         else type(error).__name__
     )
-    return f"{kind}: {first[:100]}" if first else kind
+    return f"{kind}: {shorten(first, 100)}" if first else kind
 
 
 EVALUATION = "evaluation"  # the `failures` key of an evaluation stopped by lost actors

@@ -27,6 +27,7 @@ from abacus_ray import storage
 from abacus_ray.evaluation.results import PART_GLOB, part_files
 from abacus_ray.storage import Location
 from abacus_ray.sweep_dir import SweepDir
+from abacus_ray.text import one_line
 
 T = TypeVar("T")
 
@@ -75,7 +76,7 @@ def read_each(dirs: list[Location], read: Callable[[Location], T],
         except (OSError, ValueError, pa.ArrowException) as e:
             if len(dirs) == 1:
                 raise
-            skipped.append(f"{command}: skipped {d}: {' '.join(str(e).split())[:300]}")
+            skipped.append(f"{command}: skipped {d}: {one_line(str(e), 300)}")
     for line in skipped:
         print(line, file=sys.stderr)
     if not out:

@@ -54,6 +54,7 @@ from abacus_ray.model.memory import check_eval_fits
 from abacus_ray.tasks.arithmetic import int_from_text, reversed_answer
 from abacus_ray.tasks.formats import Problem, hinted_problem
 from abacus_ray.tasks.tokenizer import SORT_LABELS, get_tokenizer
+from abacus_ray.text import shorten
 
 MAX_FILE_BYTES = 16 << 20
 MAX_LINES = 100_000
@@ -199,7 +200,7 @@ def read_problem_file(path: str | Path, cfg: ExperimentConfig) -> ProblemSet:
             cell, problem, answer = parse_line(joined(text), cfg.task.name, cfg.task.index_hints)
             check_capacity(cfg, [cell], "shorten its numbers or drop the line")
         except ValueError as e:
-            shown = text if len(text) <= 40 else text[:37] + "..."
+            shown = shorten(text, 40)
             raise ValueError(f"{path}:{number}: {shown!r}: {e}") from None
         problems.append(FileProblem(number, text, cell, problem, answer))
     if not problems:

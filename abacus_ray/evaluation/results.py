@@ -51,6 +51,7 @@ from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import flatten
 from abacus_ray.storage import Location
+from abacus_ray.text import one_line
 
 SCHEMA_VERSION = 2
 # "exact": every answer token, hints and EOS included, must be the target's (the official rule for
@@ -374,7 +375,7 @@ def _read_parts(files: Iterable[Location], columns: Sequence[str] | None, where:
             tables.append(_read_one(f, columns, where, required))
         # garbage bytes, truncated, a directory named part-*.parquet
         except (pa.ArrowException, OSError, storage.NotParquetError) as e:
-            broken.append((f, " ".join(str(e).split())[:200]))
+            broken.append((f, one_line(str(e), 200)))
     if broken and not tables and not known_good:
         f, reason = broken[0]
         raise ValueError(f"{where}: {f.name} is not a readable Parquet file ({reason})")

@@ -48,6 +48,7 @@ from abacus_ray.config import ExperimentConfig
 from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.model.unsafe import code_it_names, unsafe_file
 from abacus_ray.storage import Location
+from abacus_ray.text import one_line
 
 FORMAT_VERSION = 1
 MODEL_FILE, CONFIG_FILE = "model.pt", "config.json"
@@ -251,7 +252,7 @@ def _what_it_is(path: Path, e: Exception) -> str:
     if isinstance(e, EOFError) or head[:1] == b"\x80":
         return f"a truncated or corrupt pickle ({size:,} bytes)"
     if zipfile.is_zipfile(path):
-        reason = " ".join(str(e).split())[:200]
+        reason = one_line(str(e), 200)
         # never torch's advice to load unsafely
         told = "" if "weights" in reason.lower() else f": {reason}"
         return f"a damaged zip archive ({size:,} bytes{told})"
@@ -420,7 +421,7 @@ def load_state(model: nn.Module, weights: dict[str, torch.Tensor], where: Path) 
     try:
         model.load_state_dict(weights)
     except RuntimeError as e:
-        first = " ".join(str(e).split())[:300]
+        first = one_line(str(e), 300)
         raise ValueError(f"{where}: weights do not fit the configured model ({first})") from None
 
 

@@ -32,6 +32,7 @@ from abacus_ray.model.official import (
     official_to_ours,
 )
 from abacus_ray.model.unsafe import code_it_names, unsafe_file
+from abacus_ray.text import reason
 
 MAX_CONFIG_BYTES = 1 << 20
 # a paper model is ~0.5 GB; beyond the memory check, this stops absurd files
@@ -83,7 +84,7 @@ def read_arch(directory: Path) -> dict:
 
 
 def _first(e: BaseException) -> str:
-    return " ".join(str(e).split())[:200] or type(e).__name__
+    return reason(e)
 
 
 def _open_weights(path: Path):

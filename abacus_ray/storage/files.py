@@ -32,6 +32,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from abacus_ray.storage.location import Location, StorageError
+from abacus_ray.text import one_line
 
 # a JSON file of run data (config.json, meta.json, sweep.json): KB, at most MB
 MAX_TEXT_BYTES = 16 << 20
@@ -264,7 +265,7 @@ def read_json(loc: Location, name: str | None = None, nan_ok: tuple[str, ...] = 
         data = json.loads(read_text(loc), parse_constant=_NotANumber)
     # RecursionError: '[[[[...' nested past the stack
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise ValueError(f"{name}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
+        raise ValueError(f"{name}: not valid JSON ({one_line(str(e), 200)})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{name}: expected a JSON object, found a JSON {type(data).__name__}")
     data = {k: (None if k in nan_ok and isinstance(v, _NotANumber) else v)

@@ -18,6 +18,8 @@ from urllib.parse import parse_qsl, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from abacus_ray.text import reason
+
 SCHEMES = ("file", "s3", "gs")
 # what an s3:// URI may carry; never credentials
 S3_QUERY = ("endpoint_override", "scheme", "region")
@@ -276,7 +278,7 @@ def located(fs: pafs.FileSystem, path: str) -> Location:
 
 
 def first_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:240] or type(e).__name__
+    return reason(e, 240)
 
 
 def driver_dir(loc: Location, name: str) -> Path:

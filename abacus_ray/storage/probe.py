@@ -14,6 +14,7 @@ import pyarrow.fs as pafs
 
 from abacus_ray.storage.files import file_info, listdir, write_bytes
 from abacus_ray.storage.location import PROBE_TIMEOUT_S, Location, StorageError, first_line, resolve
+from abacus_ray.text import shorten
 
 
 def probe(given: str, flag: str, *, write: bool = True) -> Location:
@@ -95,7 +96,7 @@ def _explain(e: BaseException) -> str:
     if "NETWORK_CONNECTION" in text or "Could not connect" in text or "Could not resolve" in text:
         return (
             "cannot reach the endpoint ("
-            f"{text[text.find('AWS Error') :][:160] if 'AWS Error' in text else text[:160]})"
+            f"{shorten(text[text.find('AWS Error'):] if 'AWS Error' in text else text, 160)})"
         )
     if "OAuth2 access token" in text:  # Google's client found no credentials it could use
         return ("no usable Google credentials (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth "
