@@ -44,7 +44,7 @@ def main() -> int:
     p.add_argument("--out", default=None, help="write the per-round census as CSV here")
     args = p.parse_args()
 
-    from abacus_ray.cli.sweep import load_sweep
+    from abacus_ray.api.sweeps import load_sweep
     from abacus_ray.cli.sweep import main as sweep_main
     from abacus_ray.cluster import runtime
 

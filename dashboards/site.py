@@ -24,7 +24,7 @@ from dashboards.sorting import sorting_table
 from dashboards.timeline import gantt, load_timeline, timeline_section
 
 INDEX, PAPER = "index.html", "paper.html"
-# A sweep's figure claim from its name and rows (`abacus_ray.cli.summary.claim_for`), None: no claim
+# A sweep's figure claim from its name and rows (`api.verdicts.claim_for`), None: no claim
 ClaimOf = Callable[[str, pd.DataFrame], Claim | None]
 CLAIMS_NOTE = ("Each figure's claim, judged on its sweep's results: not learned at this scale "
                "where an arm's in-distribution exact match is under 90 % (nothing compared); "

@@ -179,7 +179,7 @@ def test_fuzzed_big_set_values_through_the_cli(key, value, work):
 
 def test_the_bounds_leave_the_papers_settings_alone():
     """Every sweep of sweeps/ on both presets expands within the bounds (the paper preset's fig9 is 108 trials)."""
-    from abacus_ray.cli.sweep import available, load_sweep
+    from abacus_ray.api.sweeps import available, load_sweep
 
     for name in available():
         for preset_name in ("tiny", "paper"):

@@ -20,7 +20,8 @@ import pytest
 import ray
 import yaml
 
-from abacus_ray.cli.sweep import build_parser, expand, load_sweep
+from abacus_ray.api.sweeps import expand, load_sweep
+from abacus_ray.cli.sweep import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -31,7 +32,8 @@ CPU_TRIAL = ["--set", "cluster.resources=cpu_pool:1"]
 def configs(sweep: str, flags: list[str]):
     """The sweep's trial configs under `flags`, through the sweep command's own parser and expansion."""
     s = load_sweep(sweep)
-    return [t.config for t in expand(s, build_parser(s).parse_args(flags))]
+    options, _ = parse(s, flags)
+    return [t.config for t in expand(s, options)]
 
 
 def launcher_nodes() -> list:

@@ -119,7 +119,7 @@ def test_cli_problem_file_reproduces_a_grid_cell(tmp_path, noisy_checkpoint, cap
 @pytest.mark.parametrize("text, culprit", [
     ("12+34\n12+x4\n", ":2: '12+x4'"),
     ("12*34\n", ":1: '12*34': operator '*' is not the model's task (add)"),
-    ("1" * 1001 + "+1\n", ":1: '" + "1" * 37 + "...': an operand of 1001 digits"),
+    ("1" * 1001 + "+1\n", ":1: '" + "1" * 40 + "\u2026': an operand of 1001 digits"),
     ("12+34\n\n\n  7 - \n", ":4:"),
     ("12+34\n\u0661\u0662+\u0663\n", ":2: '١٢+٣': '١' (U+0661) is not ASCII"),  # Arabic-Indic digits
     ("\uff11\uff12+34\n", ":1: '１２+34': '１' (U+FF11) is not ASCII"),  # full-width digits
@@ -127,7 +127,7 @@ def test_cli_problem_file_reproduces_a_grid_cell(tmp_path, noisy_checkpoint, cap
     ("12+34\n12+3\x0c4\n", ":2:"),  # a form feed: one line to an editor, two to str.splitlines
     ("12+34\r\n5+6\u20282+2\n", ":2:"),  # so is a line separator
     # longer than the model's Abacus table: was blamed on "the grid", without its line
-    ("12+34\n" + "1" * 300 + "+1\n", ":2: '" + "1" * 37 + "...': model.abacus_table: cell add "
+    ("12+34\n" + "1" * 300 + "+1\n", ":2: '" + "1" * 40 + "\u2026': model.abacus_table: cell add "
      "300x1 needs 302 Abacus rows"),
 ])
 def test_bad_lines_name_their_line(tmp_path, noisy_checkpoint, capsys, text, culprit):

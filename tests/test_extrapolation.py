@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from abacus_ray.api.sweeps import load_sweep
 from abacus_ray.cli import main
-from abacus_ray.cli.sweep import load_sweep
 from abacus_ray.config import preset
 from abacus_ray.evaluation.results import read_cells
 from abacus_ray.model.positions import OffsetDraw, balanced_offset_weights

@@ -160,7 +160,7 @@ def test_or_stream_weighs_each_length_pair_as_the_exhaustive_set_does():
 def test_every_paper_sweep_budget_is_the_papers_compute_for_its_figure():
     """Table 4: addition and sorting 24 A4000-hours, bitwise OR 1 (the "FF w/ II" shell 24),
     multiplication 192 (8 GPUs x 24 h), whatever the number of workers."""
-    from abacus_ray.cli.sweep import load_sweep
+    from abacus_ray.api.sweeps import load_sweep
     from abacus_ray.sweep import Sweep
     expected = {"mul": {192.0}, "or": {1.0, 24.0}}
     for name in ("fig3_embeddings", "fig4_depth_recurrence", "fig6_multiplication", "fig7_relative",
@@ -222,7 +222,7 @@ def test_a4000_budget_trains_the_same_samples_steps_and_weights_on_fast_and_slow
 # --- per-architecture micro-batch and Fig. 8's models ----------------------------------------------
 
 def _micro_batches(name: str) -> dict[tuple, set[int]]:
-    from abacus_ray.cli.sweep import load_sweep
+    from abacus_ray.api.sweeps import load_sweep
     out: dict[tuple, set[int]] = {}
     for t in load_sweep(name).expand("paper"):
         m = t.config.model

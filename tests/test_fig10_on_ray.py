@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.cost(58)]
 
 
 def _fig10():
-    from abacus_ray.cli.sweep import load_sweep
+    from abacus_ray.api.sweeps import load_sweep
 
     return load_sweep(str(ROOT / "sweeps" / "fig10_k.py"))
 

@@ -13,8 +13,8 @@ import numbers
 import numpy as np
 import pytest
 
+from abacus_ray.api.sweeps import load_sweep
 from abacus_ray.cli import main
-from abacus_ray.cli.sweep import load_sweep
 from abacus_ray.evaluation.results import config_columns, read_cells
 from abacus_ray.storage import on_disk
 

@@ -10,7 +10,8 @@ import json
 import pytest
 
 from abacus_ray import storage
-from abacus_ray.cli.sweep import build_parser, expand, main, search_of
+from abacus_ray.api.sweeps import expand, search_of
+from abacus_ray.cli.sweep import main, parse
 from abacus_ray.config.dicts import flatten, unflatten
 from abacus_ray.figures import figure
 from abacus_ray.sweep import single
@@ -100,9 +101,9 @@ def test_the_command_line_refuses_another_sweep_before_ray_starts(tmp_path, caps
     monkeypatch.setattr(runtime, "init", refuse)
     sweep = figure("fig5_add_sub")
     argv = ["--preset", "tiny", "--storage", str(tmp_path), "--tracking", "none"]
-    parsed = build_parser(sweep).parse_args(argv)
-    record = SweepDir.record_of("tiny", [t.config for t in expand(sweep, parsed,
-                                                                    search_of(sweep, parsed))])
+    options, _ = parse(sweep, argv)
+    record = SweepDir.record_of("tiny", [t.config for t in expand(sweep, options,
+                                                                    search_of(sweep, options))])
     dirs = SweepDir(storage.resolve(tmp_path), sweep.name)
     storage.write_text(dirs.spec, json.dumps(record))
     assert main(sweep, [*argv, "--set", "train.lr=0.002"]) == 2

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from abacus_ray.api.sweeps import load_sweep
 from abacus_ray.cli import main
-from abacus_ray.cli.sweep import load_sweep
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.config.dicts import flatten
 from abacus_ray.evaluation.grids import resolve_grid_names

@@ -161,7 +161,7 @@ class TrialKiller(threading.Thread):
 @pytest.mark.cost(40)
 def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_local, tmp_path):
     from abacus_ray import storage
-    from abacus_ray.cli.sweep import load_sweep
+    from abacus_ray.api.sweeps import load_sweep
     from abacus_ray.cluster.driver import MAX_TRIAL_FAILURES, failure_line, train_all
     from abacus_ray.sweep import Trial
 

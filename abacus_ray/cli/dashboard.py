@@ -70,7 +70,7 @@ def check_port(port: int, flag: str = "--port") -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from abacus_ray.cli.summary import claim_for  # each sweep's figure claim, for the index
+    from abacus_ray.api.verdicts import claim_for  # each sweep's figure claim, for the index
     from dashboards.build import build_site  # heavy: pandas and plotly, not at `abacus-ray --help`
 
     if args.serve:

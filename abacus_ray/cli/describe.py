@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from abacus_ray.cli import add_config_args, check_readable, config_from_args
+from abacus_ray.api.checks import check_readable
+from abacus_ray.cli import add_config_args, config_from_args
 from abacus_ray.config.dicts import flatten
 
 

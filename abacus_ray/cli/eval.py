@@ -14,20 +14,11 @@ checkpoint's `eval.grids` are used; unset options also default to that checkpoin
 from __future__ import annotations
 
 import argparse
-import sys
 
-from abacus_ray import storage
-from abacus_ray.cli import (
-    add_plugin_flag,
-    add_threads_flag,
-    check_device,
-    check_readable,
-    plugin_overrides,
-)
-from abacus_ray.config.dicts import check_text
+from abacus_ray.cli import add_plugin_flag, add_threads_flag
 from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
 from abacus_ray.config.train import PRECISIONS
-from abacus_ray.evaluation.grids import GRIDS, resolve_grid, resolve_grid_names
+from abacus_ray.evaluation.grids import GRIDS
 
 
 def register(subparsers) -> None:
@@ -93,76 +84,30 @@ def register(subparsers) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    # heavy: torch (the runner and checkpoints load it), with the command,
-    # not at `abacus-ray --help`
-    from abacus_ray.evaluation.runner import evaluate
-    from abacus_ray.model.checkpoint import read_checkpoint_config, resolve_checkpoint
-    from abacus_ray.training.threads import set_threads
+    from abacus_ray.api.runs import evaluate, score_problems  # heavy: torch, with the command
 
-    device = None if args.device is None else check_device(args.device)
-    plugin_overrides(args)  # imported before any checkpoint's config names them
-    set_threads(args.threads)
-    if args.run_id is not None:
-        check_text(args.run_id, "--run-id")
-    checkpoints = check_readable(args.checkpoints, "CHECKPOINT")
-    # resolved here once: refused in one line before any model is loaded
-    out = storage.probe(args.out, "--out")
-    first = read_checkpoint_config(resolve_checkpoint(checkpoints[0]))
-    overrides = {
-        "per_cell": args.per_cell,
-        "seed": args.seed,
-        "engine": args.engine,
-        "recurrences": args.recurrences,
-        "precision": args.precision,
-        "token_budget": args.token_budget,
-        "sort_require_eos": args.sort_require_eos,
-        "hint_scoring": args.hint_scoring,
-    }
-    # through the first config, so values are checked (and named, e.g.
-    # eval.per_cell) as `--set` values are
-    eval_cfg = first.with_overrides(
-        {f"eval.{k}": v for k, v in overrides.items() if v is not None}
-    ).eval
+    settings = {"per_cell": args.per_cell, "seed": args.seed, "engine": args.engine,
+                "recurrences": args.recurrences, "precision": args.precision,
+                "token_budget": args.token_budget, "sort_require_eos": args.sort_require_eos,
+                "hint_scoring": args.hint_scoring}
+    common = dict(settings=settings, device=args.device, run_id=args.run_id, plugins=args.plugins,
+                  threads=args.threads)
     if args.problems is not None:
-        return _problems(args, checkpoints, eval_cfg, device, out)
-    # '' is a bad spec, not none
-    if args.grid is not None or args.cells is not None or args.diagonal is not None:
-        grids = [resolve_grid(grid=args.grid, cells=args.cells, diagonal_spec=args.diagonal)]
-    else:  # the checkpoint's own eval.grids
-        try:
-            grids = resolve_grid_names(eval_cfg.grids)
-        except ValueError as e:
-            raise ValueError(
-                f"eval.grids of {args.checkpoints[0]}: {str(e).removeprefix('--grid: ')}; pass "
-                "--grid, --cells or --diagonal"
-            ) from None
-    report = evaluate(checkpoints, grids, eval_cfg, out, device=device, samples=args.samples,
-                      progress=not args.quiet, run_id=args.run_id, flush_every_s=args.flush_every_s,
-                      flush_every_cells=args.flush_every_cells)
-    done = sum(report.evaluated.values())
-    skipped = sum(report.skipped.values())
-    print(
-        f"evaluated {done} cells ({skipped} already present) of {len(report.evaluated)} model(s) "
-        f"into {args.out} in {report.seconds:.1f} s",
-        file=sys.stdout,
-    )
-    return 0
-
-
-def _problems(args: argparse.Namespace, checkpoints: list[storage.Location], eval_cfg, device,
-              out: storage.Location) -> int:
-    """`--problems FILE`: one checkpoint, one problem file (evaluation/problem_file.py)."""
-    # heavy: torch, with the command
-    from abacus_ray.evaluation.problem_file import evaluate_problem_file
-
-    if len(checkpoints) != 1:
-        raise ValueError(f"--problems: scores one checkpoint, got {len(checkpoints)}")
-    n, correct, part = evaluate_problem_file(
-        checkpoints[0], args.problems, eval_cfg, out, device=device, run_id=args.run_id
-    )
-    if part is None:
-        print(f"{args.problems} is already scored on this model in {args.out}")
-    else:
-        print(f"scored {n} problems of {args.problems}: {correct} correct ({100 * correct / n:.1f} "
-              f"%), rows in {args.out}/problems and cell rows in {args.out}")
+        if len(args.checkpoints) != 1:
+            raise ValueError(f"--problems: scores one checkpoint, got {len(args.checkpoints)}")
+        found = score_problems(args.checkpoints[0], args.problems, args.out, **common)
+        if found.part is None:
+            print(f"{args.problems} is already scored on this model in {args.out}")
+        else:
+            print(f"scored {found.problems} problems of {args.problems}: {found.correct} correct "
+                  f"({100 * found.correct / found.problems:.1f} %), rows in {args.out}/problems "
+                  f"and cell rows in {args.out}")
+        return 0
+    report = evaluate(args.checkpoints, args.out, grid=args.grid, cells=args.cells,
+                      diagonal=args.diagonal, samples=args.samples, progress=not args.quiet,
+                      flush_every_s=args.flush_every_s, flush_every_cells=args.flush_every_cells,
+                      **common)
+    print(f"evaluated {sum(report.evaluated.values())} cells ({sum(report.skipped.values())} "
+          f"already present) of {len(report.evaluated)} model(s) into {args.out} in "
+          f"{report.seconds:.1f} s")
     return 0

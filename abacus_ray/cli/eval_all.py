@@ -26,13 +26,14 @@ import sys
 import pyarrow as pa
 
 from abacus_ray import storage, trial_status
-from abacus_ray.cli import check_cluster, check_num_cpus, join_cluster, leave_working_dir, one_line
+from abacus_ray.api.checks import check_cluster, check_num_cpus, join_cluster, leave_working_dir
 from abacus_ray.config import EvalConfig
 from abacus_ray.config.dicts import with_overrides
 from abacus_ray.evaluation.grids import resolve_grid_names
 from abacus_ray.evaluation.places import evaluation_places
 from abacus_ray.evaluation.results import done_keys
 from abacus_ray.sweep_dir import SweepDir
+from abacus_ray.text import one_line
 
 DEFAULT_GRIDS = ("paper-100plus",)
 MAX_RECORD_BYTES = 16 << 20  # a trial record: about 100 bytes a trial, at most `sweep.MAX_TRIALS`

@@ -15,13 +15,15 @@ against a measured run: docs/performance.md, "Planning a reproduction".
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 from collections import Counter
 
 from abacus_ray import figures
-from abacus_ray.cli import CLIError, parse_args
-from abacus_ray.cli.sweep import build_parser, expand, load_sweep, search_of
+from abacus_ray.api.sweeps import expand, load_sweep, search_of
+from abacus_ray.cli import CLIError
+from abacus_ray.cli.sweep import parse
 from abacus_ray.plan import (
     DEVICES,
     MAX_CORES,
@@ -78,18 +80,17 @@ def sweep_plan(name: str, args: argparse.Namespace) -> SweepPlan:
     point counted N times."""
     sweep = load_sweep(name)
     argv = ["--preset", args.preset, *(f"--set={s}" for s in args.overrides)]
-    parsed = parse_args(
-        build_parser(sweep), argv + (["--seeds", str(args.seeds)] if args.seeds else [])
-    )
+    parsed = parse(sweep, argv + (["--seeds", str(args.seeds)] if args.seeds else []))
     if isinstance(parsed, int):
         raise CLIError(f"{name}: its flags were refused (above)")
-    search = search_of(sweep, parsed)
+    options, _ = parsed
+    search = search_of(sweep, options)
     seeds = 1
     if search is None:
         scale = sweep.scale(args.preset)
         seeds = args.seeds or (scale.seeds if scale.seeds is not None else sweep.seeds)
-        parsed.seeds = 1
-    trials = expand(sweep, parsed, search)
+        options = dataclasses.replace(options, seeds=1)
+    trials = expand(sweep, options, search)
     recurrences = sweep.eval_recurrences_for(args.preset)
     counts = Counter(trial_cost(t.config, recurrences) for t in trials)
     on_cpu = args.preset == "tiny" or any(t.config.cluster.use_gpu is False for t in trials)

@@ -19,8 +19,9 @@ import sys
 import time
 
 from abacus_ray import figures, storage
-from abacus_ray.cli import CLIError, error_text, parse_args
-from abacus_ray.cli.sweep import build_parser, expand, load_sweep, run, search_of
+from abacus_ray.api.sweeps import expand, load_sweep, search_of
+from abacus_ray.cli import CLIError, error_text
+from abacus_ray.cli.sweep import parse, run
 from abacus_ray.config import ExperimentConfig
 
 INTERRUPTED = 130  # a command's status after Ctrl-C (`cli.guarded`)
@@ -95,11 +96,12 @@ def checked(names: tuple[str, ...], flags: list[str]) -> list[list[ExperimentCon
     configs = []
     for name in names:
         sweep = load_sweep(name)
-        parsed = parse_args(build_parser(sweep), flags)
+        parsed = parse(sweep, flags)
         if isinstance(parsed, int):
             return parsed
+        options, _ = parsed
         try:
-            configs.append([t.config for t in expand(sweep, parsed, search_of(sweep, parsed))])
+            configs.append([t.config for t in expand(sweep, options, search_of(sweep, options))])
         except ValueError as e:
             raise CLIError(f"{name}: {error_text(e)}") from None
     return configs
@@ -152,8 +154,8 @@ def handler(args: argparse.Namespace) -> int:
 def verdicts(root: storage.Location) -> str:
     """The storage root's table of verdicts (as `abacus-ray summary` prints it) and its
     dashboard's front page, rebuilt over every sweep."""
+    from abacus_ray.api.verdicts import claim_for, claims_table, read_places
     from abacus_ray.cli.dashboard import build_whole, default_out
-    from abacus_ray.cli.summary import claim_for, claims_table, read_places
 
     _, places = read_places(root)
     site = build_whole(root, default_out(root), claim_for)

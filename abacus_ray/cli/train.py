@@ -12,18 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from abacus_ray import storage
-from abacus_ray.cli import (
-    CLIError,
-    add_config_args,
-    add_threads_flag,
-    check_device,
-    config_from_args,
-)
+from abacus_ray.cli import add_config_args, add_threads_flag, config_from_args
 from abacus_ray.config import ExperimentConfig
 
 
@@ -100,33 +92,6 @@ class ProgressLine:
         self.stream.flush()
 
 
-class Mirror:
-    """`--out` on object storage: each checkpoint the loop saves locally is copied up (the newest
-    `KEPT_CHECKPOINTS` are kept there) before the report goes on to `inner`."""
-
-    def __init__(self, inner, loc: storage.Location) -> None:
-        self.inner, self.loc = inner, loc
-
-    def copy(self, path) -> None:
-        from abacus_ray.model.checkpoint import (  # heavy: torch, with the command
-            KEPT_CHECKPOINTS,
-            META_FILE,
-            list_checkpoints,
-        )
-
-        target = self.loc / Path(path).name
-        if not storage.exists(target / META_FILE):
-            # a reader lists only checkpoints with meta.json
-            storage.upload(Path(path), target, last=META_FILE)
-        for old in list_checkpoints(self.loc)[: -KEPT_CHECKPOINTS]:
-            storage.delete(old)
-
-    def __call__(self, metrics: dict) -> None:
-        if metrics.get("checkpoint"):
-            self.copy(metrics["checkpoint"])
-        self.inner(metrics)
-
-
 def budget_in_words(p: dict) -> list[str]:
     """A budget's terms (`training.budget.budget_terms`) in words, e.g. ["24 A4000-h = 5.6e7
     samples", "1000 device-h"]."""
@@ -145,83 +110,31 @@ def budget_in_words(p: dict) -> list[str]:
 
 
 def handler(args: argparse.Namespace) -> int:
-    # heavy: torch (checkpoints, budget and loop load it), with the command,
-    # not at `abacus-ray --help`
-    from abacus_ray.model.checkpoint import (
-        STATE_FILE,
-        check_train_state,
-        latest_checkpoint,
-        load_checkpoint,
-    )
-    from abacus_ray.training.loop import check_fits, check_resumable
-    from abacus_ray.training.threads import set_threads
+    from abacus_ray.api.runs import train  # heavy: torch, with the command, not at --help
 
-    # a directory or an object-store URI, before any training
-    loc = storage.probe(args.out, "--out")
-    # On object storage the loop writes into a local staging directory and
-    # each checkpoint is copied up.
-    out = loc.as_path() if loc.local else Path(tempfile.mkdtemp(prefix="abacus-train-"))
-    latest = latest_checkpoint(loc)
-    if args.resume:
-        if latest is None:
-            raise CLIError(f"--resume: no checkpoint under {loc}")
-        # Every file of the checkpoint is checked before anything is printed or trained:
-        # weights-only, hash and shapes (`load_checkpoint`), and a training state that
-        # holds what resuming reads.
-        resumed = load_checkpoint(latest)
-        check_train_state(resumed.state, latest / STATE_FILE)
-        cfg = resumed.config.with_overrides(args.overrides)
-        check_resumable(cfg, resumed.config, str(latest), "--resume")  # a --set it cannot take
-        del resumed
-    else:
-        if latest is not None:
-            raise CLIError(f"--out: {loc} already holds checkpoints (latest {latest.name}); pass "
-                           "--resume to continue it or choose another directory")
-        cfg = config_from_args(args)
-    device = check_device(args.device)
-    set_threads(args.threads)
-    if cfg.cluster.use_gpu is None:  # auto: the config records where --device put the run
-        cfg = cfg.replace(cluster=cfg.cluster.resolved(1.0 if device.startswith("cuda") else 0.0))
-    check_fits(cfg, device)  # before the first line is printed: a refusal is the only line
-    # one run at a time in a run directory: a second is refused before any training
-    with storage.lease(loc, "--out", break_lease=args.break_lease):
-        return _train(args, loc, cfg, device, latest, out)
+    cfg = None if args.resume else config_from_args(args)
+    found = train(cfg, args.out, resume=args.resume, overrides=args.overrides, device=args.device,
+                  threads=args.threads, report=ProgressLine(sys.stderr),
+                  break_lease=args.break_lease, announce=announce)
+    if found.diverged_at_step is not None:
+        kept = (f"the last checkpoint is {found.checkpoint}" if found.checkpoint is not None
+                else "no checkpoint was written before")
+        print(f"train: diverged at step {found.diverged_at_step} (its loss or gradient norm was "
+              f"not finite); the weights were not updated or saved, {kept}; lower train.lr or "
+              "change the config", file=sys.stderr)
+        return 1
+    print(f"checkpoint: {found.checkpoint}")
+    print(f"model_id: {found.model_id}")
+    return 0
 
 
-def _train(args: argparse.Namespace, loc: storage.Location, cfg: ExperimentConfig, device: str,
-           latest: storage.Location | None, out: Path) -> int:
-    """Train `cfg` into `loc`, whose lease this process holds; print where it went."""
-    from abacus_ray.model.checkpoint import latest_checkpoint
+def announce(cfg: ExperimentConfig, device: str, resumed: str | None) -> None:
+    """The line printed once everything is checked, before the first step: what trains, where,
+    under which budget."""
     from abacus_ray.training.budget import budget_terms
-    from abacus_ray.training.loop import train
 
     m, t = cfg.model, cfg.task
     limits = budget_in_words(budget_terms(cfg))
     print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} "
           f"{m.positions}, on {device}; budget {'; '.join(limits)}"
-          + (f"; resuming {latest}" if args.resume else ""), file=sys.stderr, flush=True)
-    report = ProgressLine(sys.stderr) if loc.local else Mirror(ProgressLine(sys.stderr), loc)
-    result = train(cfg, device, report=report, checkpoint_dir=out,
-                   resume_from=latest if args.resume else None)
-    diverged = result.metrics.get("diverged_at_step")
-    if not loc.local:
-        if diverged is None:
-            report.copy(result.checkpoint)
-        storage.delete(storage.on_disk(out), quiet=True)  # the local staging copy
-    # the loop saved nothing of the spoiled weights; earlier checkpoints stand
-    if diverged is not None:
-        last = latest_checkpoint(loc)
-        kept = (
-            f"the last checkpoint is {last}"
-            if last is not None
-            else "no checkpoint was written before"
-        )
-        print(
-            f"train: diverged at step {diverged} (its loss or gradient norm was not finite); the "
-            f"weights were not updated or saved, {kept}; lower train.lr or change the config",
-            file=sys.stderr,
-        )
-        return 1
-    print(f"checkpoint: {result.checkpoint if loc.local else loc / Path(result.checkpoint).name}")
-    print(f"model_id: {result.model_id}")
-    return 0
+          + (f"; resuming {resumed}" if resumed else ""), file=sys.stderr, flush=True)
