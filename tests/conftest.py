@@ -64,7 +64,7 @@ def ray_local(ray_session):
 
 @pytest.fixture(autouse=True)
 def _same_working_dir():
-    """Put back the working directory: a sweep driver moves into its storage (`cli.leave_working_dir`)."""
+    """Put back the working directory: a sweep driver moves into its storage (`api.checks.leave_working_dir`)."""
     cwd = os.getcwd()
     yield
     os.chdir(cwd)

@@ -33,7 +33,7 @@ def fig10_run(tmp_path_factory, ray_session):
     try:
         assert main(_fig10(), [*ARGS, "--storage", str(storage)]) == 0
     finally:
-        os.chdir(cwd)  # the driver moved into its storage (`cli.leave_working_dir`)
+        os.chdir(cwd)  # the driver moved into its storage (`api.checks.leave_working_dir`)
     return storage / "fig10_k"
 
 
