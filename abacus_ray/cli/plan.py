@@ -75,9 +75,9 @@ def register(subparsers) -> None:
 
 
 def sweep_plan(name: str, args: argparse.Namespace) -> SweepPlan:
-    """One sweep's plan, through the sweep command's own parser and expansion (cli/sweep.py, api/sweeps.py). Seeds
-    do not change a trial's cost, so a plain sweep is expanded with one seed and each
-    point counted N times."""
+    """One sweep's plan, through the sweep command's own parser (cli/sweep.py) and expansion
+    (api/sweeps.py). Seeds do not change a trial's cost, so a plain sweep is expanded with one
+    seed and each point counted N times."""
     sweep = load_sweep(name)
     argv = ["--preset", args.preset, *(f"--set={s}" for s in args.overrides)]
     parsed = parse(sweep, argv + (["--seeds", str(args.seeds)] if args.seeds else []))
