@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from abacus_ray import storage
-from abacus_ray.config.identity import sweep_change
+from abacus_ray.config.identity import Extension, recorded_names, sweep_change, sweep_extension
 from abacus_ray.storage import Location
 
 
@@ -39,11 +39,13 @@ class SweepDir:
 
     SPEC: ClassVar[str] = "sweep.json"
     TUNE: ClassVar[str] = "tune"
+    GENERATION: ClassVar[str] = "generation"  # sweep.json's count of growths that trained
     TRAIN: ClassVar[str] = "train"
     # a trial's Ray Train run (its checkpoints): named after the trial, so stable across restores;
     # sweeps started before that named it by Tune's trial id, and those keep their directories
     OLD_TRAIN_RUN: ClassVar[str] = "train-{trial_id}"
     RESULTS: ClassVar[str] = "results"
+    SUPERSEDED: ClassVar[str] = "superseded"  # rows of models a growth trained further
     SEARCH: ClassVar[str] = "search.parquet"
     TIMELINE: ClassVar[str] = "timeline.parquet"
     OLD_TIMELINE: ClassVar[str] = "cluster.parquet"  # the timeline of older sweeps; still read
@@ -87,19 +89,45 @@ class SweepDir:
         record = {"preset": preset_name, "trials": [cfg.to_dict() for cfg in configs]}
         return record if claim is None else record | {"claim": claim}
 
-    def check_same(self, record: dict[str, Any], *, write: bool = True) -> None:
+    def check_same(self, record: dict[str, Any], *, write: bool = True) -> Extension:
         """Refuse a `--storage` whose `sweep.json` records another sweep (what counts:
-        `config.identity`); `write`: record this one where none is (atomic: a rename or one PUT).
-        The command line checks before Ray starts, the driver again once the cluster has decided
-        what was left automatic."""
-        if storage.exists(self.spec):
-            change = sweep_change(self.read_record(), record)
-            if change is not None:
-                raise ValueError(f"--storage: {self.root} holds a different sweep: {change}; "
-                                 "to start this one, give another --storage (or delete that "
-                                 "directory)")
-        elif write:
-            storage.write_text(self.spec, json.dumps(record, indent=2, sort_keys=True))
+        `config.identity`); returns how this run grows the recorded one (empty: the same sweep, or
+        none recorded). `write`: record this run where none is, or where it grows the recorded
+        one (atomic: a rename or one PUT); growth that trains starts the next generation of Tune
+        runs (`tune_run`). The command line checks before Ray starts, the driver again once the
+        cluster has decided what was left automatic."""
+        if not storage.exists(self.spec):
+            if write:
+                storage.write_text(self.spec, json.dumps(record, indent=2, sort_keys=True))
+            return Extension()
+        recorded = self.read_record()
+        change = sweep_change(recorded, record)
+        if change is not None:
+            raise ValueError(f"--storage: {self.root} holds a different sweep: {change}; "
+                             "to start this one, give another --storage (or delete that "
+                             "directory)")
+        grown = sweep_extension(recorded, record)
+        if grown and write:
+            generation = self.generation(recorded) + (1 if grown.trains else 0)
+            storage.write_text(self.spec, json.dumps(record | {self.GENERATION: generation},
+                                                     indent=2, sort_keys=True))
+        return grown
+
+    def recorded_names(self, record: dict[str, Any]) -> dict[str, str]:
+        """This run's trial name -> its recorded name, for the trials `sweep.json` holds under
+        another name (`config.identity.recorded_names`); none where nothing is recorded."""
+        return recorded_names(self.read_record(), record) if storage.exists(self.spec) else {}
+
+    @classmethod
+    def generation(cls, record: dict[str, Any]) -> int:
+        """How many times the recorded sweep grew by trials or steps: the Tune run it is on."""
+        return int(record.get(cls.GENERATION, 0))
+
+    def tune_run(self, generation: int) -> Location:
+        """The Tune experiment of one generation: `tune/` for the sweep as first run, `tune-N/`
+        after its Nth growth (Tune cannot add trials to a run it restores, so a grown sweep
+        starts a new one, in which the kept trials continue their own Train runs)."""
+        return self.root / (self.TUNE if generation == 0 else f"{self.TUNE}-{generation}")
 
     def read_record(self) -> dict[str, Any]:
         """`sweep.json` as `record_of` wrote it: an object with a preset name and (where it has
@@ -145,6 +173,12 @@ class SweepDir:
     @property
     def results(self) -> Location:
         return self.root / self.RESULTS
+
+    @property
+    def superseded(self) -> Location:
+        """Cell rows of models the sweep has since trained further (`retire_shorter`): kept, out
+        of the results that verdicts read."""
+        return self.root / self.SUPERSEDED
 
     @property
     def search(self) -> Location:

@@ -80,13 +80,57 @@ def test_a_key_an_old_record_lacks_is_read_as_its_old_default(tmp_path):
 def test_other_trials_or_another_preset_are_named(tmp_path):
     root = storage.resolve(tmp_path / "fig")
     _recorded(root, _spec(), {"name": "other"})
-    with pytest.raises(ValueError, match="1 of its trials not in this run \\(e.g. other\\); "
-                                         "1 trial\\(s\\) it does not hold \\(e.g. t/base\\)"):
+    with pytest.raises(ValueError, match="1 of its trials not in this run \\(e.g. other\\); to "
+                                         "resume it, rerun with the same sweep flags"):
         SweepDir.of(root).check_same(_spec())
     storage.write_text(root / "sweep.json", json.dumps({**_spec(), "preset": "paper"}))
     with pytest.raises(ValueError, match='preset "paper" -> "tiny"; to resume it, rerun with '
                                          "--preset paper"):
         SweepDir.of(root).check_same(_spec())
+
+
+def _two(*overrides: str) -> dict:
+    """A two-trial record: `t/base` and `u/base`, under `overrides`."""
+    configs = [t.config for name in ("t", "u")
+               for t in single(name, "tiny", dict(o.split("=", 1) for o in overrides))]
+    return SweepDir.record_of("tiny", configs)
+
+
+def test_a_rerun_may_grow_a_sweep_by_trials_grids_or_steps(tmp_path):
+    """Trials added (more seeds, more values), kept trials on more grids or more steps: accepted,
+    named, recorded; each growth that trains starts the next generation of Tune runs. Fewer steps
+    or grids, a trial left out or any other field: refused."""
+    dirs = SweepDir.of(storage.resolve(tmp_path / "fig"))
+    one = _spec("train.max_steps=20")
+    assert not dirs.check_same(one) and SweepDir.generation(dirs.read_record()) == 0
+    grown = dirs.check_same(_two("train.max_steps=20"))
+    assert grown.added == ("u/base",) and grown.trains and "1 new trial(s)" in grown.words()
+    assert SweepDir.generation(dirs.read_record()) == 1 and dirs.tune_run(1).name == "tune-1"
+    grids = ["tiny-addition", "cells:6x6"]
+    grown = dirs.check_same(_two("train.max_steps=20", f"eval.grids={','.join(grids)}"))
+    assert grown.grids == ("t/base", "u/base") and not grown.trains
+    assert SweepDir.generation(dirs.read_record()) == 1  # scoring more trains nothing
+    grown = dirs.check_same(_two("train.max_steps=40", f"eval.grids={','.join(grids)}"))
+    assert grown.steps == ("t/base", "u/base") and SweepDir.generation(dirs.read_record()) == 2
+    assert not dirs.check_same(_two("train.max_steps=40", f"eval.grids={','.join(grids)}"))
+    for shrunk, field in ((("train.max_steps=30", f"eval.grids={','.join(grids)}"), "train.max_steps"),
+                          (("train.max_steps=40",), "eval.grids"),
+                          (("train.max_steps=40", f"eval.grids={','.join(grids)}", "train.lr=0.002"),
+                           "train.lr")):
+        with pytest.raises(ValueError, match=f"trial t/base: {field} "):
+            dirs.check_same(_two(*shrunk))
+    with pytest.raises(ValueError, match="1 of its trials not in this run"):
+        dirs.check_same(_spec("train.max_steps=40", f"eval.grids={','.join(grids)}"))
+
+
+def test_trials_that_run_in_their_tune_trial_do_not_grow_by_training(tmp_path):
+    """`cluster.trainer=function` keeps its checkpoints in its Tune trial, which a new Tune run
+    cannot continue: such a sweep may be scored on more grids, not grown by trials or steps."""
+    dirs = SweepDir.of(storage.resolve(tmp_path / "fig"))
+    dirs.check_same(_spec("cluster.trainer=function"))
+    with pytest.raises(ValueError, match="runs in its Tune trial"):
+        dirs.check_same(_two("cluster.trainer=function"))
+    assert dirs.check_same(_spec("cluster.trainer=function", "eval.grids=tiny-addition,cells:6x6")).grids
 
 
 def test_the_command_line_refuses_another_sweep_before_ray_starts(tmp_path, capsys, monkeypatch):
@@ -114,3 +158,15 @@ def test_the_command_line_refuses_another_sweep_before_ray_starts(tmp_path, caps
     automatic = {**record, "trials": [{**t, "cluster": {**t["cluster"], "use_gpu": None}}
                                       for t in record["trials"]]}
     dirs.check_same(automatic, write=False)  # undecided: accepted until the driver decides it
+
+
+def test_a_sweep_grown_to_more_seeds_keeps_its_trials_names(tmp_path):
+    """At one seed a trial's name carries no seed; at two, `_seed=0` and `_seed=1`: the seed-0
+    trials are the recorded ones and keep their recorded names (their Train runs, their rows)."""
+    sweep = figure("fig10_k")
+    dirs = SweepDir.of(storage.resolve(tmp_path / "fig10_k"))
+    dirs.check_same(SweepDir.record_of("tiny", [t.config for t in sweep.expand("tiny")]))
+    two = SweepDir.record_of("tiny", [t.config for t in sweep.expand("tiny", seeds=2)])
+    renamed = dirs.recorded_names(two)
+    assert renamed == {"fig10_k/max_k=1_seed=0": "fig10_k/max_k=1",
+                       "fig10_k/max_k=12_seed=0": "fig10_k/max_k=12"}

@@ -288,12 +288,18 @@ def prepare(sweep: Sweep | str, options: SweepOptions) -> SweepPlan:
     loc = loc or check_before_ray(options)
     # another sweep in this directory: refused before Ray starts (the driver checks again)
     dirs = SweepDir(loc, sweep.name)
-    dirs.check_same(SweepDir.record_of(options.preset, [t.config for t in trials]), write=False)
-    notes = ()
+    renamed = dirs.recorded_names(SweepDir.record_of(options.preset, [t.config for t in trials]))
+    trials = [dataclasses.replace(t, config=t.config.replace(name=renamed[t.name]))
+              if t.name in renamed else t for t in trials]
+    grown = dirs.check_same(SweepDir.record_of(options.preset, [t.config for t in trials]),
+                            write=False)
+    notes: tuple[str, ...] = ()
+    if grown:  # more trials, grids or steps: only what is missing runs
+        notes += (f"{sweep.name}: grows the sweep in {dirs.root}: {grown.words()}",)
     if options.tracking == "mlflow" and not loc.local:
         store = options.tracking_uri or dirs.tracking / SweepDir.TRACKING_STORE
-        notes = (f"{sweep.name}: MLflow store {store} (SQLite cannot live in a bucket: it stays "
-                 "on this machine)",)
+        notes += (f"{sweep.name}: MLflow store {store} (SQLite cannot live in a bucket: it stays "
+                  "on this machine)",)
     return SweepPlan(sweep, options, search, tuple(trials), grids, loc, own_claim(sweep), notes)
 
 

@@ -42,7 +42,7 @@ from abacus_ray.cluster.trial import run_name as trial_run_name
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import Grid
-from abacus_ray.evaluation.results import write_table
+from abacus_ray.evaluation.results import retire_shorter, write_table
 from abacus_ray.evaluation.work import Source, work_items
 from abacus_ray.model.checkpoint import latest_checkpoint
 from abacus_ray.storage import Location
@@ -100,14 +100,14 @@ def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
 
 
 def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConfig], dirs: SweepDir,
-           tracking: str, search: Search | None, home: Path | str, limit: int) -> tune.Tuner:
-    """A new Tuner over the expanded points (at most `limit` at once), or the sweep's own restored
-    from its storage."""
+           tracking: str, search: Search | None, home: Path | str, limit: int,
+           exp: Location) -> tune.Tuner:
+    """A new Tuner over the expanded points (at most `limit` at once) as the Tune experiment
+    `exp`, or that experiment restored from its storage."""
     train_path, fs = dirs.train.ray_storage  # RAY: Train's storage_path + storage_filesystem
     trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
         tune.with_parameters(run_trial, configs=by_name, train_path=train_path, filesystem=fs),
         lambda params: trial_resources(by_name[params["run"]]))
-    exp = dirs.tune
     if tune.Tuner.can_restore(exp.path, storage_filesystem=fs):
         print(f"{name}: resuming {exp}", file=sys.stderr)
         return tune.Tuner.restore(exp.path, trainable, resume_errored=True,  # RAY: resume the sweep
@@ -241,8 +241,11 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
     by_name = {t.name: t.config for t in trials}
     # fails now, before anything is written, if a trial never fits
     limit = max_concurrency(list(by_name.values()))
-    dirs.check_same(SweepDir.record_of(preset_name, [t.config for t in trials], claim))
-    tuner = _tuner(name, trials, by_name, dirs, tracking, search, home, limit)
+    grown = dirs.check_same(SweepDir.record_of(preset_name, [t.config for t in trials], claim))
+    if grown:
+        print(f"{name}: growing the sweep: {grown.words()}", file=sys.stderr)
+    exp = dirs.tune_run(SweepDir.generation(dirs.read_record()))
+    tuner = _tuner(name, trials, by_name, dirs, tracking, search, home, limit, exp)
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
     watch.start()
     try:
@@ -380,12 +383,26 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
     outcome = _train(name, preset_name, trials, dirs, tracking, search, home, price, claim)
     failures = dict(outcome.reasons)
     finished = list(outcome.finished.values())
+    _retire_superseded(name, dirs, finished)
     try:
         _evaluate(name, dirs, finished if evaluate else [], grids, eval_recurrences, tracking, home)
     # RAY: evaluator actors lost on every attempt (memory monitor, nodes)
     except ray.exceptions.RayError as e:
         failures[EVALUATION] = failure_reason(e)
     return SweepRun(dirs, dict(outcome.statuses), failures)
+
+
+def _retire_superseded(name: str, dirs: SweepDir,
+                       finished: list[tuple[Source, ExperimentConfig]]) -> None:
+    """In a sweep that grew, move the rows of models its finished trials have since trained
+    further out of its results, before the new models are scored (`results.retire_shorter`)."""
+    if SweepDir.generation(dirs.read_record()) == 0 or not storage.is_dir(dirs.results):
+        return
+    steps = {cfg.name: cfg.train.max_steps for _, cfg in finished}
+    moved = retire_shorter(dirs.results, dirs.superseded, steps)
+    if moved:
+        print(f"{name}: {moved} cell rows of models since trained further moved to "
+              f"{dirs.superseded}", file=sys.stderr)
 
 
 def _evaluate(name: str, dirs: SweepDir, finished: list[tuple[Source, ExperimentConfig]],

@@ -17,11 +17,15 @@ only if it describes the same training. The comparison (`sweep_change`) reads bo
   the model, while 0.98 and 1.0 CPU train the same one;
 * compares a field left to the cluster (`DECIDED_ON_RAY`) only once it is decided.
 
-Anything else that differs is named, old -> new, with how to proceed.
+A rerun may grow a sweep (`sweep_extension`): add trials (more seeds, more values on an axis),
+score kept trials on more grids (`eval.grids`, a superset) or train them further (a larger
+`train.max_steps`). Anything else that differs, a trial left out included, is named, old -> new,
+with how to proceed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -91,36 +95,122 @@ def _shown(value: Any) -> str:
     return json.dumps(value)
 
 
+# What a rerun may grow in a trial it keeps (an extension): more evaluation grids, more steps
+GRIDS, STEPS = "eval.grids", "train.max_steps"
+
+
+@dataclasses.dataclass(frozen=True)
+class Extension:
+    """How a rerun grows a recorded sweep: trials it adds (more seeds, more values on an axis),
+    trials it scores on more grids, trials it trains further (more steps). Nothing else may
+    change; an empty extension is the same sweep."""
+
+    added: tuple[str, ...] = ()
+    grids: tuple[str, ...] = ()
+    steps: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.grids or self.steps)
+
+    @property
+    def trains(self) -> bool:
+        """Whether it trains anything: added trials, or trials trained further."""
+        return bool(self.added or self.steps)
+
+    def words(self) -> str:
+        parts = [f"{len(self.added)} new trial(s) (e.g. {self.added[0]})"] if self.added else []
+        parts += [f"{len(self.steps)} trial(s) trained further"] if self.steps else []
+        parts += [f"{len(self.grids)} trial(s) scored on more grids"] if self.grids else []
+        return ", ".join(parts)
+
+
+def _grown(key: str, before: Any, after: Any) -> bool:
+    """Whether `after` grows `before` in a way an extension may: more grids, more steps."""
+    if key == GRIDS:
+        return isinstance(before, list) and isinstance(after, list) and set(before) < set(after)
+    if key == STEPS:
+        return isinstance(before, int) and isinstance(after, int) and after > before
+    return False
+
+
+def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The trained fields of one trial that differ between its record and this run, sorted."""
+    before, after = trained_fields(old, recorded=True), trained_fields(new)
+    return sorted(k for k in after if before.get(k) != after[k]
+                  and not (k in DECIDED_ON_RAY and after[k] is None))
+
+
 def sweep_change(recorded: dict[str, Any], current: dict[str, Any]) -> str | None:
     """The first difference that matters between a recorded sweep (`sweep.json`: `preset`, `trials`)
-    and this run's, in words with how to resume it; None when they are the same sweep."""
+    and this run's, in words with how to resume it; None when this run is the same sweep or one
+    that grows it (`sweep_extension`: more trials, grids or steps)."""
     if recorded.get("preset") != current.get("preset"):
         before, after = recorded.get("preset"), current.get("preset")
         return (f"preset {_shown(before)} -> {_shown(after)}; to resume it, rerun with "
                 f"--preset {before}")
     old = {t.get("name"): t for t in recorded.get("trials") or [] if isinstance(t, dict)}
     new = {t.get("name"): t for t in current.get("trials") or []}
-    if set(old) != set(new):
-        gone, added = sorted(set(old) - set(new), key=str), sorted(set(new) - set(old), key=str)
-        parts = [f"{len(gone)} of its trials not in this run (e.g. {gone[0]})"] if gone else []
-        parts += [f"{len(added)} trial(s) it does not hold (e.g. {added[0]})"] if added else []
-        return "; ".join(parts) + "; to resume it, rerun with the same sweep flags"
-    for name in new:
-        before, after = trained_fields(old[name], recorded=True), trained_fields(new[name])
-        changed = sorted(k for k in after if before.get(k) != after[k]
-                         and not (k in DECIDED_ON_RAY and after[k] is None))
+    gone = sorted(set(old) - set(new), key=str)
+    if gone:
+        return (f"{len(gone)} of its trials not in this run (e.g. {gone[0]}); to resume it, "
+                "rerun with the same sweep flags (a rerun may add trials, not leave any out)")
+    for name in (n for n in new if n in old):
+        changed = [k for k in _changed(old[name], new[name])
+                   if not _grown(k, _recorded(old[name], k), trained_fields(new[name]).get(k))]
         if changed:
             key = changed[0]
             more = f" (and {len(changed) - 1} more field(s))" if len(changed) > 1 else ""
-            value, now = before.get(key), _shown(after[key])
+            value, now = trained_fields(old[name], recorded=True).get(key), \
+                _shown(trained_fields(new[name])[key])
             if key == THREADS:  # named by the key a user sets
                 cpus = "cluster.cpus_per_worker"
                 key, value, now = cpus, _recorded(old[name], cpus), (
-                    f"{_shown(_recorded(new[name], cpus))} ({before.get(THREADS)} -> {now} torch "
+                    f"{_shown(_recorded(new[name], cpus))} ({value} -> {now} torch "
                     "threads per worker)")
             return (f"trial {name}: {key} {_shown(value)} -> {now}{more}; to resume "
-                    f"it, rerun with --set {key}={_as_set(value)}")
+                    f"it, rerun with --set {key}={_as_set(value)} (a rerun may add trials, "
+                    "grids or steps, nothing else)")
+    inside = [n for n in old if _recorded(old[n], "cluster.trainer") == "function"]
+    if inside and sweep_extension(recorded, current).trains:
+        return (f"trial {inside[0]} runs in its Tune trial (cluster.trainer=function), whose "
+                "checkpoints a new Tune run cannot continue, so this sweep cannot grow by trials "
+                "or steps; give another --storage")
     return None
+
+
+def recorded_names(recorded: dict[str, Any], current: dict[str, Any]) -> dict[str, str]:
+    """This run's name -> the record's, for each trial the record holds under another name: a
+    trial is what it trains (its trained fields, less the growth a rerun may bring), and its name
+    follows what is swept, so a sweep run at one seed and grown to three names its seed-0 trials
+    anew (`..._seed=0`); the kept trials keep their recorded names (and with them their Train
+    runs and rows)."""
+    def what(trial: dict[str, Any], *, was: bool = False) -> str:
+        fields = trained_fields(trial, recorded=was)
+        return json.dumps({k: v for k, v in fields.items() if k not in ("name", GRIDS, STEPS)},
+                          sort_keys=True, default=str)
+
+    old = [t for t in recorded.get("trials") or [] if isinstance(t, dict)]
+    new_names = {t.get("name") for t in current.get("trials") or []}
+    by_what = {what(t, was=True): t.get("name") for t in old if t.get("name") not in new_names}
+    out = {}
+    for trial in current.get("trials") or []:
+        if trial.get("name") not in {t.get("name") for t in old}:
+            name = by_what.pop(what(trial), None)
+            if name is not None:
+                out[trial["name"]] = name
+    return out
+
+
+def sweep_extension(recorded: dict[str, Any], current: dict[str, Any]) -> Extension:
+    """How this run grows the recorded sweep (`sweep_change` found nothing else): the trials it
+    adds, those it scores on more grids, those it trains further."""
+    old = {t.get("name"): t for t in recorded.get("trials") or [] if isinstance(t, dict)}
+    new = {t.get("name"): t for t in current.get("trials") or []}
+    kept = [n for n in new if n in old]
+    changed = {n: _changed(old[n], new[n]) for n in kept}
+    return Extension(added=tuple(n for n in new if n not in old),
+                     grids=tuple(n for n in kept if GRIDS in changed[n]),
+                     steps=tuple(n for n in kept if STEPS in changed[n]))
 
 
 def _as_set(value: Any) -> str:

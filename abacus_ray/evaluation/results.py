@@ -277,6 +277,32 @@ def write_problems(results: Location, rows: Sequence[dict[str, Any]]):
     table = _table([{"schema_version": SCHEMA_VERSION, **r} for r in rows], PROBLEM_SCHEMA)
     return write_part(results / PROBLEMS_DIR, table)
 
+def retire_shorter(directory: Location, archive: Location, steps: dict[str, int]) -> int:
+    """Move the cell rows of models a sweep has since trained further out of `directory` into
+    parts of `archive`: rows whose `name` is a key of `steps` (a trial's name -> the steps it now
+    trains) and whose `train.max_steps` is fewer. Each touched part is rewritten as its kept rows
+    and its retired ones before it is deleted, so a crash leaves every row readable once (a rerun
+    finishes the move). Returns the rows moved."""
+    moved = 0
+    for f in part_files(directory):
+        table = storage.read_parquet(f)
+        if "name" not in table.column_names or "train.max_steps" not in table.column_names:
+            continue
+        mask = pa.array([n in steps and s is not None and s < steps[n] for n, s in zip(
+            table.column("name").to_pylist(), table.column("train.max_steps").to_pylist(),
+            strict=True)])
+        n = pc.sum(mask).as_py() or 0
+        if not n:
+            continue
+        write_part(archive, table.filter(mask))
+        kept = table.filter(pc.invert(mask))
+        if kept.num_rows:
+            write_part(directory, kept)
+        storage.delete(f)
+        moved += n
+    return moved
+
+
 # --- reading --------------------------------------------------------------------------------------
 
 def part_files(directory: Location) -> list[Location]:
