@@ -48,4 +48,5 @@ def test_cpus_per_worker_counts_by_the_threads_it_gives_a_worker():
     assert sweep_change(record(1.0), record(0.98)) is None
     change = sweep_change(record(1.0), record(2.0))
     assert change == ("trial a: cluster.cpus_per_worker 1.0 -> 2.0 (1 -> 2 torch threads per "
-                      "worker); to resume it, rerun with --set cluster.cpus_per_worker=1.0")
+                      "worker); to resume it, rerun with --set cluster.cpus_per_worker=1.0 (a "
+                      "rerun may add trials, grids or steps, nothing else)")
