@@ -96,17 +96,18 @@ def sessions(reports: list[dict]) -> list[list[dict]]:
 
 def test_killed_train_worker_resumes_from_its_last_checkpoint(ray_local, tmp_path):
     from abacus_ray import storage
-    from abacus_ray.cluster.driver import train_all
+    from abacus_ray.cluster.driver import run_sweep
     from abacus_ray.model.checkpoint import load_weights_file
     from abacus_ray.sweep import single
 
-    root = tmp_path / "sweep"
+    root = tmp_path / "fault"
     killer = WorkerKiller(root)
     killer.start()
     t0 = time.monotonic()
     try:
-        sources = [src for src, _ in train_all("fault", "tiny", single("fault", "tiny", TRIAL_OVERRIDES),
-                                                   storage.resolve(root))]
+        sources = [src for src, _ in run_sweep("fault", "tiny", single("fault", "tiny", TRIAL_OVERRIDES),
+                                                   storage_root=storage.resolve(tmp_path), grids={},
+                                                   evaluate=False).finished]
     finally:
         killer.stop.set()
         killer.join()

@@ -75,7 +75,7 @@ def test_census_sees_an_exposed_listener():
 def test_ddp_trial_and_grid_evaluation_listen_on_loopback_only(ray_local, tmp_path):
     """A 2-worker gloo DDP TorchTrainer trial (c10d rendezvous included) and Ray Data evaluation."""
     from abacus_ray import storage
-    from abacus_ray.cluster.driver import train_all
+    from abacus_ray.cluster.driver import run_sweep
     from abacus_ray.cluster.grid_eval import evaluate_on_ray
     from abacus_ray.evaluation.grids import parse_cells
     from abacus_ray.evaluation.results import read_cells
@@ -85,7 +85,8 @@ def test_ddp_trial_and_grid_evaluation_listen_on_loopback_only(ray_local, tmp_pa
     trial = {"cluster.workers": 2, "cluster.cpus_per_worker": 0.5, "train.max_steps": 12,
              "train.budget_hours": 100.0}
     with Sampler() as during_training:
-        finished = train_all("net", "tiny", single("net", "tiny", trial), storage.resolve(tmp_path))
+        finished = run_sweep("net", "tiny", single("net", "tiny", trial), storage_root=storage.resolve(tmp_path),
+                             grids={}, evaluate=False).finished
     assert len(finished) == 1
     (source, cfg), = finished
     with Sampler() as during_eval:

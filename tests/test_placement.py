@@ -172,7 +172,7 @@ def test_an_os_error_without_a_path_names_the_call_and_the_lost_working_director
 @pytest.mark.cost(65)  # the module's three Ray tests
 def test_four_trials_share_one_gpu_slot_at_a_quarter_each(ray_local, tmp_path):
     """`cluster.gpus_per_worker=0.25`: four trials run at once on the embedded Ray's one (fake) GPU."""
-    from abacus_ray.cluster.driver import train_all
+    from abacus_ray.cluster.driver import run_sweep
     from abacus_ray.cluster.placement import max_concurrency
 
     sweep = Sweep(name="quarter", caption="", base={"cluster.use_gpu": True, "cluster.gpus_per_worker": 0.25,
@@ -181,7 +181,8 @@ def test_four_trials_share_one_gpu_slot_at_a_quarter_each(ray_local, tmp_path):
                   seeds=4)
     trials = sweep.expand("tiny")
     assert max_concurrency([t.config for t in trials]) == 4
-    finished = train_all("quarter", "tiny", trials, storage.resolve(tmp_path / "quarter"))
+    finished = run_sweep("quarter", "tiny", trials, storage_root=storage.resolve(tmp_path), grids={},
+                         evaluate=False).finished
     assert len(finished) == 4
     spans = []
     for result in sorted((tmp_path / "quarter" / "tune").glob("*/result.json")):

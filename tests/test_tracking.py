@@ -96,15 +96,18 @@ def test_the_closing_line_names_each_failed_trial_and_why():
     from abacus_ray.cluster.driver import EVALUATION, failure_line
 
     line = failure_line("fig10_k", 4, {"fig10_k/max_k=6": "OutOfMemoryError: Task was killed",
-                                       "fig10_k/max_k=3": "ActorDiedError: The actor died"})
+                                       "fig10_k/max_k=3": "ActorDiedError: The actor died"},
+                        {"fig10_k/max_k=6": "error", "fig10_k/max_k=3": "error"})
     assert "\n" not in line
     assert line.startswith("fig10_k: 2 of 4 trial(s) failed: fig10_k/max_k=3 (ActorDiedError: The actor died); "
                            "fig10_k/max_k=6 (OutOfMemoryError: Task was killed); the others finished.")
     assert "evaluation" not in line
-    both = failure_line("f", 2, {EVALUATION: "OutOfMemoryError: x", "f/a": "RayActorError: y"})
+    both = failure_line("f", 2, {EVALUATION: "OutOfMemoryError: x", "f/a": "RayActorError: y"},
+                        {"f/a": "error"})
     assert "1 of 2 trial(s) failed: f/a (RayActorError: y)" in both and "evaluation stopped (OutOfMemoryError: x)" in both
-    # a trial stops as diverged on a non-finite loss or gradient norm (training/loop.py); no rerun retries it
-    assert failure_line("f", 2, {"f/b": "diverged at step 7"}) == (
+    # a trial stops as diverged on a non-finite loss or gradient norm (training/loop.py); no rerun
+    # retries it. Its status says so, not its reason's words
+    assert failure_line("f", 2, {"f/b": "diverged at step 7"}, {"f/b": "diverged"}) == (
         "f: 1 of 2 trial(s) diverged (loss or gradient norm not finite; not scored): f/b (diverged at step 7); "
         "a lower train.lr or another config is needed")
 
@@ -162,7 +165,7 @@ class TrialKiller(threading.Thread):
 def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_local, tmp_path):
     from abacus_ray import storage
     from abacus_ray.api.sweeps import load_sweep
-    from abacus_ray.cluster.driver import MAX_TRIAL_FAILURES, failure_line, train_all
+    from abacus_ray.cluster.driver import MAX_TRIAL_FAILURES, failure_line, run_sweep
     from abacus_ray.sweep import Trial
 
     trials = load_sweep("fig10_k").expand("tiny", overrides={
@@ -175,7 +178,8 @@ def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_loc
     killer = TrialKiller("_00000_0_")  # Tune's first trial: the first point, `doomed`
     killer.start()
     try:
-        finished = train_all("fig10_k", "tiny", [*trials, spoiled], storage.resolve(tmp_path / "fig10_k"))
+        finished = run_sweep("fig10_k", "tiny", [*trials, spoiled], storage_root=storage.resolve(tmp_path),
+                             grids={}, evaluate=False).finished
     finally:
         killer.stop.set()
         killer.join()
@@ -185,7 +189,7 @@ def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_loc
     assert sorted(failures) == sorted([doomed, spoiled.name]) and "Error" in failures[doomed], failures
     assert re.fullmatch(r"diverged at step \d+", failures[spoiled.name]), failures
     assert len(killer.killed) == MAX_TRIAL_FAILURES + 1  # every attempt was killed: retried, then failed
-    line = failure_line("fig10_k", 3, failures)
+    line = failure_line("fig10_k", 3, failures, {r["run"]: r["status"] for r in record})
     assert f"1 of 3 trial(s) diverged (loss or gradient norm not finite; not scored): {spoiled.name} (diverged at step" in line
     assert spoiled.name not in line.split("diverged (loss")[0]  # not among those a rerun retries
     want = {doomed: "error", other: "finished", spoiled.name: "diverged"}

@@ -60,7 +60,8 @@ def grid(tmp_path):
 
 
 def test_every_reader_sees_the_same_status_and_confirm_picks_a_finished_trial(grid):
-    from abacus_ray.cluster.driver import _collect, search_line
+    from abacus_ray.cluster.driver import search_line
+    from abacus_ray.cluster.outcome import Outcome, outcomes
     from abacus_ray.cluster.search import search_rows
     from abacus_ray.cluster.timeline import timeline_rows
 
@@ -68,13 +69,14 @@ def test_every_reader_sees_the_same_status_and_confirm_picks_a_finished_trial(gr
     runs = ["s/a", "s/b", "s/c", "s/d"]
     want = dict(zip(runs, [FINISHED, STOPPED, DIVERGED, ERROR], strict=True))
     trials = [SimpleNamespace(name=r, params={"x": r[-1]}) for r in runs]
-    rows = search_rows(results, trials, "validation")
+    read = outcomes(results, storage.resolve(root), history=True)  # Tune's grid, read once
+    rows = search_rows(read, trials, "validation")
     assert {r["run"]: r["status"] for r in rows} == want
     assert best_point(rows) == {"x": "a"}  # --confirm: never the diverged (c) or errored (d) trial
-    timeline = timeline_rows(results, {r: preset("tiny") for r in runs})
+    timeline = timeline_rows(read, {r: preset("tiny") for r in runs})
     assert {r["run"]: r["status"] for r in timeline} == want
 
-    outcome = _collect(results, storage.resolve(root), {r: preset("tiny") for r in runs})
+    outcome = Outcome(read, {r: preset("tiny") for r in runs}, storage.resolve(root))
     assert outcome.statuses == want and list(outcome.finished) == ["s/a"]
     assert outcome.reasons == {"s/c": "diverged at step 12", "s/d": "RuntimeError: worker died"}
     assert {r["run"]: r["checkpoint"] for r in outcome.record} == {
@@ -84,12 +86,13 @@ def test_every_reader_sees_the_same_status_and_confirm_picks_a_finished_trial(gr
 
 
 def test_the_trial_record_lists_what_a_sweep_scored(grid):
-    from abacus_ray.cluster.driver import _collect, write_trial_record
+    from abacus_ray.cluster.driver import write_trial_record
+    from abacus_ray.cluster.outcome import Outcome, outcomes
 
     root, results = grid
     loc = storage.resolve(root)
     configs = {r.config["run"]: preset("tiny") for r in results}
-    written = write_trial_record(loc, _collect(results, loc, configs))
+    written = write_trial_record(loc, Outcome(outcomes(results, loc), configs, loc))
     record = storage.read_parquet(written)
     scored = trial_status.checkpoints_to_score(record, frozenset({FINISHED}), "t")
     assert scored == ["train/train-a/step-000000010"]

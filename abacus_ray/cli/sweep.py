@@ -234,7 +234,7 @@ def report(found: SweepResult, total: int) -> int:
     if found.conclusion is not None:
         print(found.conclusion)
     if found.failures:
-        print(failure_line(found.name, total, dict(found.failures)), file=sys.stderr)
+        print(failure_line(found.name, total, found.failures, found.statuses), file=sys.stderr)
         return 1
     return 0
 

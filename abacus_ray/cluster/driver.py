@@ -32,23 +32,21 @@ from abacus_ray import storage, trial_status
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.devices import Price, resolve_devices
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
+from abacus_ray.cluster.outcome import DISK_FULL, Outcome, failure_reason, outcomes
 from abacus_ray.cluster.placement import DRIVER_CPU, PendingWatch, max_concurrency, worker_bundle
 from abacus_ray.cluster.search import scheduler, write_search
 from abacus_ray.cluster.shared_dir import check_every_node_sees
 from abacus_ray.cluster.timeline import write_timeline
 from abacus_ray.cluster.tracking import callbacks as tracking_callbacks
 from abacus_ray.cluster.tracking import close_runs, log_evaluation
-from abacus_ray.cluster.trial import run_name as trial_run_name
 from abacus_ray.cluster.trial import run_trial
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.grids import Grid
 from abacus_ray.evaluation.results import retire_shorter, write_table
 from abacus_ray.evaluation.work import Source, work_items
-from abacus_ray.model.checkpoint import latest_checkpoint
 from abacus_ray.storage import Location
 from abacus_ray.sweep import Search, Trial
 from abacus_ray.sweep_dir import SweepDir
-from abacus_ray.text import shorten
 
 MAX_TRIAL_FAILURES = 3  # a trial whose driver died (its node lost) restarts, resuming its Train run
 
@@ -61,28 +59,16 @@ def trial_resources(cfg: ExperimentConfig) -> tune.PlacementGroupFactory:
     return tune.PlacementGroupFactory([worker_bundle(cfg.cluster)])
 
 
-def failure_reason(error: BaseException) -> str:
-    """A trial's error in a few words: its type and first line (Ray's memory
-    monitor: OutOfMemoryError)."""
-    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
-    cause = error.__cause__ or error.__context__
-    kind = (
-        type(cause).__name__
-        if type(error).__name__ in ("TuneError", "RayTaskError") and cause
-        else type(error).__name__
-    )
-    return f"{kind}: {shorten(first, 100)}" if first else kind
-
-
 EVALUATION = "evaluation"  # the `failures` key of an evaluation stopped by lost actors
-DIVERGED = trial_status.DIVERGED  # how a diverged trial's failure reason starts (`_collect`)
-DISK_FULL = "disk full"  # how the reason of a trial that met a full disk starts
 
 
-def failure_line(name: str, total: int, failures: dict[str, str]) -> str:
-    """The sweep's closing line naming every trial that failed, with why."""
-    trials = {k: v for k, v in failures.items() if k != EVALUATION and not v.startswith(DIVERGED)}
-    diverged = {k: v for k, v in failures.items() if k != EVALUATION and v.startswith(DIVERGED)}
+def failure_line(name: str, total: int, failures: Mapping[str, str],
+                 statuses: Mapping[str, str]) -> str:
+    """The sweep's closing line naming every trial that failed, with why (`failures`: run name
+    -> reason; `statuses`: run name -> `trial_status`, which says which of them diverged)."""
+    spoiled = {k for k, v in statuses.items() if v == trial_status.DIVERGED}
+    trials = {k: v for k, v in failures.items() if k != EVALUATION and k not in spoiled}
+    diverged = {k: v for k, v in failures.items() if k != EVALUATION and k in spoiled}
     parts = []
     if trials:
         named = "; ".join(f"{run} ({why})" for run, why in sorted(trials.items()))
@@ -134,74 +120,6 @@ def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConf
     )
 
 
-@dataclasses.dataclass
-class Outcome:
-    """What became of the sweep's trials: the finished ones to score, and every trial's status."""
-
-    finished: dict[str, tuple[Source, ExperimentConfig]]  # run name -> final checkpoint and config
-    statuses: dict[str, str]  # run name -> `trial_status.status`
-    reasons: dict[str, str]  # run name -> why an errored or diverged trial failed
-    record: list[dict[str, Any]]  # the trial record's rows (`trial_status.RECORD_SCHEMA`)
-
-    def having(self, *statuses: str) -> list[str]:
-        """The trials, not scored, whose status is one of `statuses`."""
-        return sorted(r for r, s in self.statuses.items()
-                      if s in statuses and r not in self.finished)
-
-
-def _checkpoint_of(result, root: Location, run: str) -> Location | None:
-    """A trial's last reported checkpoint, else its Train run's newest (None if it has none)."""
-    metrics = result.metrics or {}
-    path = metrics.get("checkpoint_path")  # a TorchTrainer's last reported one (a path in `fs`)
-    if path is None and result.checkpoint is not None:  # `function` trials: Tune's own checkpoint
-        path = result.checkpoint.path
-    if path is not None:
-        return root.at(path)  # its URI on an object store: what the evaluators and MLflow get
-    if metrics.get("trial_id"):  # fall back to the Train run's newest checkpoint in storage
-        return latest_checkpoint(SweepDir.of(root).train_run(run, metrics["trial_id"]))
-    return None
-
-
-def _collect(grid, root: Location, by_name: dict[str, ExperimentConfig]) -> Outcome:
-    """Tune's results as an `Outcome`: each trial's status (`trial_status.status`, the one place it
-    is decided) and the finished trials' final checkpoints. Only a finished trial is scored: an
-    interrupted sweep returns running trials too, and a diverged one's last checkpoint predates its
-    failure.
-
-    A point is evaluated once even if Tune ran it twice: a driver killed between Tune's experiment
-    snapshot (which already held a new PENDING trial) and its searcher's snapshot gets that point
-    again from the restored searcher, under the same trial id (seen in test_faults' driver kill).
-    """
-    out = Outcome({}, {}, {}, [])
-    rows: dict[str, dict[str, Any]] = {}
-    for result in grid:
-        run_name = trial_run_name(result)
-        metrics = result.metrics or {}
-        trial_id = metrics.get("trial_id")
-        checkpoint = _checkpoint_of(result, root, run_name)
-        state = trial_status.status(metrics, errored=result.error is not None)
-        if out.statuses.get(run_name) == trial_status.FINISHED:
-            continue  # the same point run twice: its finished run counts
-        out.statuses[run_name] = state
-        out.reasons.pop(run_name, None)
-        if state == trial_status.DIVERGED:  # the loop stopped it, its weights spoiled: not scored
-            out.reasons[run_name] = f"{trial_status.DIVERGED} at step {metrics['diverged_at_step']}"
-        elif state == trial_status.ERROR:
-            out.reasons[run_name] = (f"{DISK_FULL}: {metrics['disk_full']}"
-                                     if metrics.get("disk_full") else failure_reason(result.error))
-        elif state == trial_status.FINISHED and checkpoint is not None:
-            out.finished[run_name] = (Source(checkpoint.uri, run_id=run_name, trial_id=trial_id),
-                                      by_name[run_name])
-        step = metrics.get("step")
-        step = int(step) if isinstance(step, (int, float)) and step == step else None
-        rel = checkpoint and trial_status.relative_checkpoint(checkpoint.path, root.path)
-        rows[run_name] = {"run": run_name, "trial_id": trial_id, "status": state,
-                          "reason": out.reasons.get(run_name), "checkpoint": rel,
-                          "step": step}
-    out.record = [rows[k] for k in sorted(rows)]
-    return out
-
-
 def search_line(name: str, total: int, outcome: Outcome, table: Location) -> str:
     """The search's summary line: its trials by status (a diverged or errored trial is not one that
     ASHA stopped; `failure_line` names them)."""
@@ -220,16 +138,25 @@ def write_trial_record(root: Location, outcome: Outcome) -> Location:
 
 @dataclasses.dataclass(frozen=True)
 class SweepRun:
-    """What a sweep found: its directory, every trial's status (`trial_status`) and why each trial
-    that failed failed (an evaluation stopped by lost actors under `EVALUATION`)."""
+    """What a sweep found: its directory, what became of every trial, and why each trial that
+    failed failed (an evaluation stopped by lost actors under `EVALUATION`)."""
 
     dirs: SweepDir
-    statuses: dict[str, str]
+    outcome: Outcome
     failures: dict[str, str]
 
     @property
     def root(self) -> Location:
         return self.dirs.root
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        return self.outcome.statuses
+
+    @property
+    def finished(self) -> list[tuple[Source, ExperimentConfig]]:
+        """The finished trials' final checkpoints and configs (what was scored)."""
+        return list(self.outcome.finished.values())
 
 
 def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir, tracking: str,
@@ -259,7 +186,7 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
         raise
     finally:
         watch.stop()
-    outcome = _collect(grid, dirs.root, by_name)
+    outcome = Outcome(outcomes(grid, dirs.root, history=search is not None), by_name, dirs.root)
     full = {run: why for run, why in outcome.reasons.items() if why.startswith(DISK_FULL)}
     if full:  # records and runs where they still fit; the sweep ends in one line per trial
         _unless_disk_full(lambda: write_trial_record(dirs.root, outcome))
@@ -267,11 +194,11 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
             _unless_disk_full(lambda: close_runs(home, name, {f: "failed" for f in full}))
         raise _full(dirs, full)
     write_trial_record(dirs.root, outcome)  # each trial's status and checkpoint
-    write_timeline(dirs, grid, by_name)  # where and when each trial ran
+    write_timeline(dirs, outcome.trials, by_name)  # where and when each trial ran
     stopped = outcome.having(trial_status.STOPPED, trial_status.FINISHED)  # FINISHED: no checkpoint
     unfinished = stopped
     if search is not None:
-        table = write_search(dirs.root, grid, trials, search)
+        table = write_search(dirs.root, outcome.trials, trials, search)
         print(search_line(name, len(trials), outcome, table), file=sys.stderr)
         unfinished = []  # stopping the weaker trials is the search's work, not a failure
     if tracking == "mlflow":
@@ -334,30 +261,6 @@ def quiet_full_disk():
             logger.removeFilter(keep)
 
 
-def train_all(name: str, preset_name: str, trials: Sequence[Trial], root: Location,
-              tracking: str = "mlflow", search: Search | None = None,
-              tracking_home: Path | str | None = None,
-              price: Price | None = None) -> list[tuple[Source, ExperimentConfig]]:
-    """Fit (or resume) every trial through Tune under the sweep directory `root`; returns the final
-    checkpoints of finished trials.
-
-    With a `search`, Tune's ASHA scheduler stops the weaker trials early (`cluster/search.py`) and
-    the search's reports are written to its table; only trials that ran their whole budget are
-    returned. A trial that errors after Tune's retries (`MAX_TRIAL_FAILURES`; its workers killed by
-    Ray's memory monitor, say) does not stop the others: it is named in a line on stderr and in the
-    trial record with its reason, and its MLflow run ends FAILED. `tracking_home`: the
-    MLflow store (a local directory, or a server's URI), by default `SweepDir.tracking`. First, an
-    unset `cluster.use_gpu` becomes the cluster's choice on every trial, said in one line with
-    `price` (`cluster/devices.py`).
-    """
-    dirs = SweepDir.of(root)
-    outcome = _train(name, preset_name, trials, dirs, tracking, search,
-                     tracking_home or dirs.tracking, price)
-    if outcome.reasons:
-        print(failure_line(name, len(trials), outcome.reasons), file=sys.stderr)
-    return list(outcome.finished.values())
-
-
 def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_root: Location,
               grids: Mapping[tuple[str, ...], Sequence[Grid]], address: str | None = None,
               evaluate: bool = True, num_cpus: int | None = None,
@@ -389,7 +292,7 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
     # RAY: evaluator actors lost on every attempt (memory monitor, nodes)
     except ray.exceptions.RayError as e:
         failures[EVALUATION] = failure_reason(e)
-    return SweepRun(dirs, dict(outcome.statuses), failures)
+    return SweepRun(dirs, outcome, failures)
 
 
 def _retire_superseded(name: str, dirs: SweepDir,

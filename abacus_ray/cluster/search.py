@@ -18,11 +18,9 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-from ray.tune import ResultGrid
 from ray.tune.schedulers import ASHAScheduler
 
-from abacus_ray import trial_status
-from abacus_ray.cluster.trial import run_name
+from abacus_ray.cluster.outcome import TrialOutcome
 from abacus_ray.evaluation.results import write_table
 from abacus_ray.storage import Location
 from abacus_ray.sweep import Search, Trial
@@ -48,23 +46,17 @@ def scheduler(search: Search, trials: Sequence[Trial]) -> ASHAScheduler:
     )
 
 
-def search_rows(grid: ResultGrid, trials: Sequence[Trial], metric: str) -> list[dict[str, Any]]:
-    """One row per validation score of every trial Tune ran, at the step it was scored (a trial
-    without reports gives one row of its status)."""
+def search_rows(outcomes: Sequence[TrialOutcome], trials: Sequence[Trial],
+                metric: str) -> list[dict[str, Any]]:
+    """One row per validation score of every trial, at the step it was scored (a trial without
+    reports gives one row of its status)."""
     params = {t.name: t.params for t in trials}
     rows = []
-    for result in grid:
-        run = run_name(result)
-        history = result.metrics_dataframe
-        reports = (
-            history.to_dict("records")
-            if history is not None and len(history)
-            else [result.metrics or {}]
-        )
+    for o in outcomes:
+        reports = o.reports or (o.last,)
         scores = [v for v in (_float(r.get(metric)) for r in reports) if v is not None]
-        state = trial_status.status(result.metrics, errored=result.error is not None)
-        base = {"run": run, "trial_id": (result.metrics or {}).get("trial_id"), "status": state,
-                "params": json.dumps(params.get(run, {}), sort_keys=True),
+        base = {"run": o.run, "trial_id": o.trial_id, "status": o.status,
+                "params": json.dumps(params.get(o.run, {}), sort_keys=True),
                 "best": max(scores) if scores else None, "last": scores[-1] if scores else None}
         seen = set()
         # a validation's numbers ride on every later report: keep each once, at its step
@@ -102,11 +94,11 @@ def write_search_rows(root: Location, rows: Sequence[dict[str, Any]], metric: st
     return write_table(root / SweepDir.SEARCH, table)
 
 
-def write_search(root: Location, grid: ResultGrid, trials: Sequence[Trial],
+def write_search(root: Location, outcomes: Sequence[TrialOutcome], trials: Sequence[Trial],
                  search: Search) -> Location:
     """The finished (or interrupted) search's reports as
     `{root}/search.parquet`; returns its path."""
-    return write_search_rows(root, search_rows(grid, trials, search.metric), search.metric)
+    return write_search_rows(root, search_rows(outcomes, trials, search.metric), search.metric)
 
 
 def _float(v: Any) -> float | None:

@@ -11,12 +11,11 @@ as much a result as the accuracy. Rerunning a sweep rewrites the file with the t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
-from ray.tune import ResultGrid
 
-from abacus_ray import trial_status
+from abacus_ray.cluster.outcome import TrialOutcome
 from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.evaluation.results import write_table
@@ -37,36 +36,29 @@ SCHEMA = pa.schema([
 ])
 
 
-def timeline_rows(grid: ResultGrid, configs: Mapping[str, ExperimentConfig]) -> list[dict]:
+def timeline_rows(trials: Sequence[TrialOutcome],
+                  configs: Mapping[str, ExperimentConfig]) -> list[dict]:
     """One row per trial that reported at least once, from its last report."""
     rows = []
-    for result in grid:
-        m = result.metrics or {}
-        if "node_id" not in m or "run" not in (result.config or {}):
+    for o in trials:
+        m = o.last
+        if "node_id" not in m:
             continue
-        cl = configs[result.config["run"]].cluster
-        status = trial_status.status(m, errored=result.error is not None)
-        rows.append(
-            {
-                "run": result.config["run"],
-                "trial_id": str(m.get("trial_id", "")),
-                "node_id": m["node_id"],
-                "pid": int(m["pid"]) if m.get("pid") is not None else None,
-                "workers": cl.workers,
-                "resources": json.dumps(worker_bundle(cl), sort_keys=True),
-                "trainer": cl.trainer,
-                "start_s": float(m["started_at"]),
-                "end_s": float(m["reported_at"]),
-                "status": status,
-            }
-        )
+        cl = configs[o.run].cluster
+        rows.append({"run": o.run, "trial_id": str(m.get("trial_id", "")), "node_id": m["node_id"],
+                     "pid": int(m["pid"]) if m.get("pid") is not None else None,
+                     "workers": cl.workers,
+                     "resources": json.dumps(worker_bundle(cl), sort_keys=True),
+                     "trainer": cl.trainer, "start_s": float(m["started_at"]),
+                     "end_s": float(m["reported_at"]), "status": o.status})
     return rows
 
 
-def write_timeline(dirs: SweepDir, grid: ResultGrid, configs: Mapping[str, ExperimentConfig]):
+def write_timeline(dirs: SweepDir, trials: Sequence[TrialOutcome],
+                   configs: Mapping[str, ExperimentConfig]):
     """Write (replace) the sweep's timeline atomically; returns its location, or None if no trial
     reported."""
-    rows = timeline_rows(grid, configs)
+    rows = timeline_rows(trials, configs)
     if not rows:
         return None
     return write_table(dirs.timeline, pa.Table.from_pylist(rows, schema=SCHEMA))

@@ -1,0 +1,145 @@
+"""What became of a sweep's trials, read from Tune's result grid once.
+
+Tune hands back a `ResultGrid`: per trial, its last metrics, its error, its checkpoint and its
+report history, in Tune's own shapes. `outcomes` reads them here, once, into one `TrialOutcome`
+per trial (a point Tune ran twice is one outcome), deciding each trial's status
+(`trial_status.status`); the trial record, the search table, the timeline, the closing line and
+the evaluation all read that list (`Outcome`), never the grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from abacus_ray import trial_status
+from abacus_ray.cluster.trial import run_name as trial_run_name
+from abacus_ray.config import ExperimentConfig
+from abacus_ray.evaluation.work import Source
+from abacus_ray.model.checkpoint import latest_checkpoint
+from abacus_ray.storage import Location
+from abacus_ray.sweep_dir import SweepDir
+from abacus_ray.text import shorten
+
+DISK_FULL = "disk full"  # how the reason of a trial that met a full disk starts
+
+
+def failure_reason(error: BaseException) -> str:
+    """A trial's error in a few words: its type and first line (Ray's memory
+    monitor: OutOfMemoryError)."""
+    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    cause = error.__cause__ or error.__context__
+    kind = (
+        type(cause).__name__
+        if type(error).__name__ in ("TuneError", "RayTaskError") and cause
+        else type(error).__name__
+    )
+    return f"{kind}: {shorten(first, 100)}" if first else kind
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialOutcome:
+    """What became of one trial, read from Tune's results once (`outcomes`): its status
+    (`trial_status`), why it failed, its last step and checkpoint, its last report and, for a
+    search, every report (the search table's history)."""
+
+    run: str
+    trial_id: str | None
+    status: str
+    reason: str | None
+    step: int | None
+    checkpoint: Location | None
+    last: dict[str, Any]
+    reports: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def scored(self) -> bool:
+        """Only a finished trial is scored: an interrupted sweep returns running trials too, and
+        a diverged one's last checkpoint predates its failure."""
+        return self.status == trial_status.FINISHED and self.checkpoint is not None
+
+
+def _checkpoint_of(result, root: Location, run: str) -> Location | None:
+    """A trial's last reported checkpoint, else its Train run's newest (None if it has none)."""
+    metrics = result.metrics or {}
+    path = metrics.get("checkpoint_path")  # a TorchTrainer's last reported one (a path in `fs`)
+    if path is None and result.checkpoint is not None:  # `function` trials: Tune's own checkpoint
+        path = result.checkpoint.path
+    if path is not None:
+        return root.at(path)  # its URI on an object store: what the evaluators and MLflow get
+    if metrics.get("trial_id"):  # fall back to the Train run's newest checkpoint in storage
+        return latest_checkpoint(SweepDir.of(root).train_run(run, metrics["trial_id"]))
+    return None
+
+
+def _reason(status: str, metrics: dict[str, Any], error: BaseException | None) -> str | None:
+    if status == trial_status.DIVERGED:  # the loop stopped it, its weights spoiled: not scored
+        return f"{trial_status.DIVERGED} at step {metrics['diverged_at_step']}"
+    if status == trial_status.ERROR:
+        return (f"{DISK_FULL}: {metrics['disk_full']}" if metrics.get("disk_full")
+                else failure_reason(error))
+    return None
+
+
+def outcomes(grid, root: Location, *, history: bool = False) -> list[TrialOutcome]:
+    """RAY: Tune's result grid as one outcome per trial, in run-name order: the one place Tune's
+    results are read, and each trial's status decided (`trial_status.status`). `history`: keep
+    every report too (a search's table).
+
+    A point is one outcome even if Tune ran it twice: a driver killed between Tune's experiment
+    snapshot (which already held a new PENDING trial) and its searcher's snapshot gets that point
+    again from the restored searcher, under the same trial id (seen in test_faults' driver kill);
+    its finished run counts, else its last."""
+    found: dict[str, TrialOutcome] = {}
+    for result in grid:
+        run = trial_run_name(result)
+        if run in found and found[run].status == trial_status.FINISHED:
+            continue
+        metrics = dict(result.metrics or {})
+        status = trial_status.status(metrics, errored=result.error is not None)
+        step = metrics.get("step")
+        step = int(step) if isinstance(step, (int, float)) and step == step else None
+        reports: tuple[dict[str, Any], ...] = ()
+        if history:
+            frame = result.metrics_dataframe
+            reports = tuple(frame.to_dict("records")) if frame is not None and len(frame) \
+                else (metrics,)
+        found[run] = TrialOutcome(run, metrics.get("trial_id"), status,
+                                  _reason(status, metrics, result.error), step,
+                                  _checkpoint_of(result, root, run), metrics, reports)
+    return [found[run] for run in sorted(found)]
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What became of the sweep's trials (`outcomes`), and the views of it the driver hands on."""
+
+    trials: list[TrialOutcome]
+    by_name: dict[str, ExperimentConfig]
+    root: Location
+
+    @property
+    def finished(self) -> dict[str, tuple[Source, ExperimentConfig]]:
+        """Run name -> final checkpoint and config, of the trials to score."""
+        return {o.run: (Source(o.checkpoint.uri, run_id=o.run, trial_id=o.trial_id),
+                        self.by_name[o.run]) for o in self.trials if o.scored}
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        return {o.run: o.status for o in self.trials}
+
+    @property
+    def reasons(self) -> dict[str, str]:
+        """Run name -> why an errored or diverged trial failed."""
+        return {o.run: o.reason for o in self.trials if o.reason is not None}
+
+    @property
+    def record(self) -> list[dict[str, Any]]:
+        """The trial record's rows (`trial_status.RECORD_SCHEMA`)."""
+        return [{"run": o.run, "trial_id": o.trial_id, "status": o.status, "reason": o.reason,
+                 "checkpoint": o.checkpoint and trial_status.relative_checkpoint(
+                     o.checkpoint.path, self.root.path), "step": o.step} for o in self.trials]
+
+    def having(self, *statuses: str) -> list[str]:
+        """The trials, not scored, whose status is one of `statuses`."""
+        return sorted(o.run for o in self.trials if o.status in statuses and not o.scored)
