@@ -27,7 +27,6 @@ stopped.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
@@ -56,18 +54,14 @@ from abacus_ray.seeds import (
     weights_seed,
 )
 from abacus_ray.storage import Location
-from abacus_ray.tasks.stream import TrainStream, pad_batch, padded_length
+from abacus_ray.tasks.stream import TrainStream, padded_length
 from abacus_ray.training.budget import Budget
-from abacus_ray.training.distributed import (
-    agree,
-    average_gradients,
-    global_denominator,
-    rank_and_world,
-    wrap_ddp,
-)
+from abacus_ray.training.cadence import Cadence
 from abacus_ray.training.master import working_model
 from abacus_ray.training.objective import answer_loss, loss_denominator
 from abacus_ray.training.optimizer import build_optimizer, set_lr
+from abacus_ray.training.padding import Padding
+from abacus_ray.training.parallel import DataParallel, unwrapped
 from abacus_ray.training.progressive import (
     backprop_limit,
     expected_depths,
@@ -148,11 +142,13 @@ def _build_model(
 
 
 class _Session:
-    """One training session: the model and its optimiser, the budget, the
-    data stream and the counters.
+    """One training session, read top to bottom in `run` and `step`.
 
-    Built in the order the RNG streams expect (initial weights, then the resumed or per-rank seed);
-    `run` then takes optimiser steps until the budget is spent.
+    What varies between runs is chosen once here, each behind a small object: how the run spreads
+    over ranks (`DataParallel`), which weights run forward and backward (`working_model`: the fp32
+    model itself, or bf16-pure's working copy of it), the batches' width (`Padding`: eager, or a
+    compiled block's fixed length) and when to checkpoint, validate and report (`Cadence`). Built
+    in the order the RNG streams expect (initial weights, then the resumed or per-rank seed).
     """
 
     def __init__(
@@ -166,23 +162,25 @@ class _Session:
         validation: Callable[[nn.Module], dict[str, float]] | None,
     ) -> None:
         self.cfg, self.tc, self.device = cfg, cfg.train, device
-        self.process_group, self.report, self.root = process_group, report, root
-        self.validation = validation
-        self.rank, self.world = rank_and_world(process_group)
+        self.report, self.root, self.validation = report, root, validation
+        self.parallel = DataParallel(process_group, device)
+        self.rank, self.world = self.parallel.rank, self.parallel.world
+        # the model, its optimiser and precision
         self.model, saved_state = _build_model(cfg, resume_from)
         self.model.to(device).train()
         self.optimizer = build_optimizer(self.model, self.tc, device)
         self.precision = resolve_precision(self.tc.precision, device)
         self.scaler = self.precision.grad_scaler()
-        # `model` holds the fp32 parameters the optimiser steps; `working` (bf16-pure only) their
-        # bf16 copy, which runs forward and backward in their place
-        self.working = working_model(self.model, self.precision.name)
+        # `model` holds the fp32 parameters the optimiser steps; `weights.working` runs forward and
+        # backward (bf16-pure: a bf16 copy; else the model itself)
+        self.weights = working_model(self.model, self.precision.name)
+        # the budget and where a resumed run left off
         self.budget = Budget.from_config(cfg, self.world)
         self.micro_index, self.tokens_total = self._restore(saved_state)
-        self.forward, self.fixed_len = self._wrap()
-        # the task's longest line: what loss_reduction=none divides by, whatever a batch's width
-        self.line_length = padded_length(self.cfg.task)
+        self.forward, self.padding = self._wrap()
+        # the data and the objective
         self.stream = TrainStream(cfg.task, cfg.seed)
+        self.line_length = padded_length(cfg.task)  # loss_reduction=none divides by it
         self.mbs, self.mbs_eff = self.tc.micro_batch, self.tc.micro_batch * self.world
         self.recurrences = cfg.model.recurrences
         self.limit = backprop_limit(self.recurrences, self.tc.max_backprop)
@@ -192,10 +190,15 @@ class _Session:
         self.depth_total, self.depth_grad = expected_depths(
             self.recurrences, self.limit, self.tc.alpha
         )
+        # what the session reports
         self.peak = peak_flops(device)
         self.losses: list[float] = []
         self.validated: dict[str, float] = {}
         self.diverged_at: int | None = None  # the step whose loss or gradient norm was not finite
+        self.batch_size = self.tc.global_batch  # set from the ramp once the budget has started
+        self.fraction_start = 0.0
+        self.window = self.session = Window(start_s=0.0)
+        self.cadence = Cadence.starting(0.0, 0.0, 0.0, None)
 
     def _restore(self, saved_state: dict | None) -> tuple[int, int]:
         """Load the optimiser, scaler, budget and RNG state of a resumed run (or seed a fresh one).
@@ -215,21 +218,206 @@ class _Session:
             seed_all(resumed_rank_seed(self.cfg.seed, self.rank, self.budget.step))
         return int(saved_state["micro_index"]), int(saved_state["tokens"])
 
-    def _wrap(self) -> tuple[nn.Module, int | None]:
-        """The module that runs forward and backward: the fp32 model or its bf16 working copy, in
-        DDP over several ranks (not for `bf16-pure`, whose fp32 gradients `step` averages itself);
-        and the fixed batch length of a compiled block (see `compile_block`), else None."""
-        module = self.working.working if self.working is not None else self.model
-        forward = module
-        if self.world > 1 and self.working is None:
-            unused = self.cfg.model.injection == "none" and self.cfg.model.recurrences > 1
-            forward = wrap_ddp(module, self.device, self.process_group, find_unused=unused)
-        fixed_len = None
+    def _wrap(self) -> tuple[nn.Module, Padding]:
+        """The module that runs forward and backward (the working weights, in DDP where DDP wraps
+        them), and the batches' width: a compiled block's fixed length (`compile_block`), else
+        each batch's own."""
+        module = self.weights.working
+        unused = self.cfg.model.injection == "none" and self.cfg.model.recurrences > 1
+        forward = self.parallel.wrap(module, ddp_wraps=self.weights.ddp_wraps, find_unused=unused)
         randomised_fire = bool(self.cfg.model.fire_max_length)
         if resolved_compile(self.tc.compile, self.device.type, randomised_fire):
             module.compile_block()
-            fixed_len = padded_length(self.cfg.task)
-        return forward, fixed_len
+            return forward, Padding(padded_length(self.cfg.task))
+        return forward, Padding(None)
+
+    # --- the session ---------------------------------------------------------------------------
+
+    def run(self) -> TrainResult:
+        """Take optimiser steps until the budget is spent; save and report at the end."""
+        self.start()
+        lr = 0.0
+        while (fraction := self.budget.fraction()) < 1.0 and self.diverged_at is None:
+            lr = self.step(fraction)
+        fraction = self.budget.fraction()
+        final_saved = None
+        if self.diverged_at is None:
+            if self.validation is not None and self.budget.step % self.cfg.eval.validation_every:
+                self.run_validation()
+            # periodic saves stop short of f = 1
+            final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)
+        metrics = self.emit(self.session, fraction, lr, final=True, saved=final_saved)
+        self.model.drop_compiled_block()  # the trained model is handed on eager
+        self.model.eval()
+        model_id = final_saved[1] if final_saved else ckpt.model_id_of(self.model)
+        return TrainResult(
+            final_saved[0] if final_saved else None, model_id, metrics, self.losses, self.model
+        )
+
+    def start(self) -> None:
+        """Start the budget's clock, validate the starting weights, agree on the clock, and set the
+        batch size, the report windows and the cadence from where the budget stands."""
+        budget, tc = self.budget, self.tc
+        budget.start()
+        if self.validation is not None:
+            self.run_validation()
+        self.sync()
+        self.fraction_start = budget.fraction()
+        self.batch_size = ramped_batch_size(
+            self.fraction_start, tc.global_batch, self.mbs_eff, tc.batch_ramp
+        )
+        now = budget.session_elapsed_s()
+        self.window = Window(start_s=now)
+        self.session = Window(start_s=now)  # the final report's rates cover the whole session
+        self.cadence = Cadence.starting(
+            now, tc.checkpoint_every_min * 60, tc.report_every_s,
+            self.cfg.eval.validation_every if self.validation is not None else None)
+
+    def step(self, fraction: float) -> float:
+        """One optimiser step at budget fraction `fraction`, then the checkpoint, validation and
+        report it calls for. Returns the step's learning rate."""
+        tc = self.tc
+        # 1. the learning rate from the trapezoid at f, the micro-batches from the batch ramp
+        lr = tc.lr * lr_multiplier(fraction, tc.warmup, tc.cooldown,
+                                   first_call=self.budget.step == 0)
+        set_lr(self.optimizer, lr)
+        accum = accumulation_steps(self.batch_size, self.mbs_eff)
+        # 2. forward and backward of every micro-batch into the gradients
+        loss_sum, tokens, positions, seq_sum = self.accumulate(accum)
+        # 3. gradients no DDP averaged (bf16-pure over ranks), unscaled (fp16) and clipped
+        self.parallel.finish_gradients(list(self.model.parameters()))
+        grad_norm = self.unscale_and_clip()
+        # 4. every rank agrees on the clock, the step's loss, tokens and gradient norm
+        step_loss, tokens_all, grad_norm = self.sync(float(loss_sum) / accum, tokens, grad_norm)
+        # 5. a non-finite loss or norm stops the run before the optimiser touches the weights
+        if not (math.isfinite(step_loss) and math.isfinite(grad_norm)) \
+                and not self.scaler.is_enabled():
+            self.diverged_at = self.budget.step + 1
+            self.optimizer.zero_grad(set_to_none=True)
+            return lr
+        # 6. the optimiser step (through fp16's scaler), then the working weights follow it
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.weights.publish()
+        # 7. count the step; checkpoint, validate and report as the cadence says
+        self.count_step(accum, step_loss, int(tokens_all), positions, seq_sum)
+        self.checkpoint_validate_report(step_loss, lr)
+        return lr
+
+    def accumulate(self, accum: int) -> tuple[torch.Tensor, int, int, int]:
+        """Forward and backward `accum` micro-batches into the gradients (DDP syncs on the last
+        call only). Returns the summed weighted loss, the tokens, the padded positions and the
+        summed lengths."""
+        loss_sum = torch.zeros((), device=self.device)
+        tokens = positions = seq_sum = 0
+        for a in range(accum):
+            losses, ids, n_tokens = self.micro_batch(last_micro=a == accum - 1, accum=accum)
+            for loss in losses:
+                loss_sum += loss
+            tokens += n_tokens
+            positions += ids.numel()
+            seq_sum += ids.shape[1]
+            if self.device.type == "cuda":
+                # the config guarantees the table; skip the per-call host sync
+                unwrapped(self.forward).validate_inputs = False
+        return loss_sum, tokens, positions, seq_sum
+
+    def micro_batch(self, *, last_micro: bool,
+                    accum: int) -> tuple[list[torch.Tensor], torch.Tensor, int]:
+        """The next micro-batch's forward/backward calls, as the progressive loss plans them.
+
+        Returns each call's weighted (detached) loss, the input ids and the token count."""
+        tc = self.tc
+        batch, width = self.padding.shape(
+            self.stream.batch(self.micro_index, self.mbs, self.rank, self.world))
+        calls = plan_calls(self.recurrences, self.limit, tc.alpha,
+                           micro_batch_generator(self.cfg.seed, self.micro_index, self.draw_rank),
+                           self.offsets)
+        self.micro_index += 1
+        ids = batch.input_ids.to(self.device, non_blocking=True)
+        mask = batch.target_mask.to(self.device, non_blocking=True)
+        # each rank's loss is its share of the global micro-batch's loss (the gradient all-reduce
+        # averages)
+        denom = self.parallel.denominator(
+            loss_denominator(batch.input_ids, batch.target_mask, reduction=tc.loss_reduction,
+                             mask_before_equals=tc.mask_before_equals,
+                             line_length=self.line_length),
+            tc.loss_reduction)
+        losses = []
+        for c, call in enumerate(calls):
+            last = last_micro and c == len(calls) - 1
+            extra = {} if call.abacus_offset is None else {"abacus_offset": call.abacus_offset}
+            extra |= self.padding.noise(unwrapped(self.forward), ids, width)
+            with self.parallel.backward_context(self.forward, last=last):
+                with self.precision.autocast():
+                    logits = self.forward(ids, recurrences=call.n + call.k,
+                                          grad_recurrences=call.k, **extra)
+                ce = answer_loss(logits, ids, mask, reduction=tc.loss_reduction,
+                                 mask_before_equals=tc.mask_before_equals, denominator=denom)
+                self.scaler.scale(
+                    ce * (call.weight * self.throttle * self.world / accum)
+                ).backward()
+            self.weights.collect()  # bf16-pure: this backward's gradients join the fp32 sums
+            losses.append(ce.detach() * call.weight)
+        return losses, ids, int(batch.lengths.sum())
+
+    def unscale_and_clip(self) -> float:
+        """Unscale the gradients (fp16), clip them to `train.grad_clip` (0: no clipping) and return
+        their total norm, this rank's (a host synchronisation: the step must know it
+        before the optimiser runs)."""
+        self.scaler.unscale_(self.optimizer)  # a no-op without fp16's scaler
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if self.tc.grad_clip > 0:
+            return float(torch.nn.utils.clip_grad_norm_(params, self.tc.grad_clip))
+        return float(torch.nn.utils.get_total_norm([p.grad for p in params]))
+
+    def sync(self, loss_sum: float = 0.0, tokens: float = 0.0,
+             grad_norm: float = 0.0) -> tuple[float, float, float]:
+        """Adopt rank 0's clock; sum the step's loss, tokens and gradient norms over ranks (one
+        all-reduce). The summed norm is finite iff every rank's is: all ranks then take the same
+        divergence decision."""
+        elapsed, loss_sum, tokens, grad_norm = self.parallel.agree(
+            [self.budget.local_elapsed_s(), loss_sum, tokens, grad_norm], from_rank0=1)
+        if self.world > 1:
+            self.budget.set_session_elapsed(elapsed)
+        return loss_sum, tokens, grad_norm
+
+    def count_step(
+        self, accum: int, step_loss: float, tokens_all: int, positions: int, seq_sum: int
+    ) -> None:
+        """Advance the budget and the report windows by one step (loss and tokens already agreed
+        over ranks); recompute the batch size from the ramp."""
+        budget = self.budget
+        budget.step += 1
+        budget.samples += accum * self.mbs_eff
+        self.tokens_total += tokens_all
+        self.losses.append(step_loss)
+        for w in (self.window, self.session):
+            w.add_step(
+                samples=accum * self.mbs_eff,
+                tokens=tokens_all,
+                positions=positions * self.world,
+                loss=step_loss,
+                seq_len_sum=seq_sum,
+                micro_batches=accum,
+            )
+        self.batch_size = ramped_batch_size(
+            budget.fraction(), self.tc.global_batch, self.mbs_eff, self.tc.batch_ramp
+        )
+
+    def checkpoint_validate_report(self, step_loss: float, lr: float) -> None:
+        """The checkpoint, validation and report the cadence calls for after this step."""
+        fraction, now = self.budget.fraction(), self.budget.session_elapsed_s()
+        due = self.cadence.after_step(now, fraction, self.budget.step)
+        saved = self.save(fraction, step_loss) if due.checkpoint else None  # rank 0 writes
+        if due.validation:
+            self.run_validation()
+        if due.report:
+            self.emit(self.window, fraction, lr, final=False, saved=saved)
+            self.window = Window(start_s=now)
+
+    # --- what a step calls on ------------------------------------------------------------------
 
     def run_validation(self) -> None:
         """Score validation without touching the training RNG streams or leaving eval mode on."""
@@ -237,24 +425,10 @@ class _Session:
             self.validated.update(self.validation(self.model), validation_step=self.budget.step)
         self.model.train()
 
-    def sync(self, loss_sum: float = 0.0, tokens: float = 0.0,
-             grad_norm: float = 0.0) -> tuple[float, float, float]:
-        """Adopt rank 0's clock; sum the step's loss, tokens and gradient norms
-        over ranks (one all-reduce).
-
-        The summed norm is finite iff every rank's is: all ranks then take the
-        same divergence decision."""
-        elapsed, loss_sum, tokens, grad_norm = agree(
-            [self.budget.local_elapsed_s(), loss_sum, tokens, grad_norm], rank=self.rank,
-            process_group=self.process_group, device=self.device, from_rank0=1)
-        if self.world > 1:
-            self.budget.set_session_elapsed(elapsed)
-        return loss_sum, tokens, grad_norm
-
     def save(self, fraction: float, loss: float) -> tuple[str, str] | None:
         """Rank 0 writes a numbered checkpoint with every rank's RNG streams (gathered: all ranks
         call this at the same step; the others may lack a checkpoint_dir)."""
-        rngs = every_rank_rng_state(self.process_group)
+        rngs = every_rank_rng_state(self.parallel.process_group)
         if self.rank != 0 or self.root is None:
             return None
         state = {
@@ -314,214 +488,6 @@ class _Session:
         if self.report is not None:
             self.report(metrics)
         return metrics
-
-    def run(self) -> TrainResult:
-        """Take optimiser steps until the budget is spent; save and report at the end."""
-        budget, tc = self.budget, self.tc
-        budget.start()
-        if self.validation is not None:
-            self.run_validation()
-        self.sync()
-        self.fraction_start = budget.fraction()
-        self.batch_size = ramped_batch_size(
-            self.fraction_start, tc.global_batch, self.mbs_eff, tc.batch_ramp
-        )
-        self.window = Window(start_s=budget.session_elapsed_s())
-        # the final report's rates cover the whole session
-        self.session = Window(start_s=self.window.start_s)
-        self.last_report_s = self.last_ckpt_s = self.window.start_s
-        lr = 0.0
-        while (fraction := budget.fraction()) < 1.0 and self.diverged_at is None:
-            lr = self.step(fraction)
-        fraction = budget.fraction()
-        final_saved = None
-        if self.diverged_at is None:
-            if self.validation is not None and budget.step % self.cfg.eval.validation_every != 0:
-                self.run_validation()
-            # periodic saves stop short of f = 1
-            final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)
-        metrics = self.emit(self.session, fraction, lr, final=True, saved=final_saved)
-        self.model.drop_compiled_block()  # the trained model is handed on eager
-        self.model.eval()
-        model_id = final_saved[1] if final_saved else ckpt.model_id_of(self.model)
-        return TrainResult(
-            final_saved[0] if final_saved else None, model_id, metrics, self.losses, self.model
-        )
-
-    def step(self, fraction: float) -> float:
-        """One optimiser step at budget fraction `fraction`, then the checkpoint, validation and
-        report it calls for.
-
-        Returns the step's learning rate."""
-        tc = self.tc
-        accum = accumulation_steps(self.batch_size, self.mbs_eff)
-        lr = tc.lr * lr_multiplier(
-            fraction, tc.warmup, tc.cooldown, first_call=self.budget.step == 0
-        )
-        set_lr(self.optimizer, lr)
-        loss_sum, tokens, positions, seq_sum = self.accumulate(accum)
-        if self.working is not None and self.world > 1:  # bf16-pure: DDP wraps nothing (`_wrap`)
-            average_gradients(list(self.model.parameters()), process_group=self.process_group,
-                              device=self.device)
-        grad_norm = self.unscale_and_clip()
-        step_loss, tokens_all, grad_norm = self.sync(float(loss_sum) / accum, tokens, grad_norm)
-        if (
-            not (math.isfinite(step_loss) and math.isfinite(grad_norm))
-            and not self.scaler.is_enabled()
-        ):
-            # every rank agrees (`sync`); the weights stay as they are
-            self.diverged_at = self.budget.step + 1
-            self.optimizer.zero_grad(set_to_none=True)
-            return lr
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.working is not None:
-            self.working.publish()
-        self.count_step(accum, step_loss, int(tokens_all), positions, seq_sum)
-        self.checkpoint_validate_report(step_loss, lr)
-        return lr
-
-    def unscale_and_clip(self) -> float:
-        """Unscale the gradients (fp16), clip them to `train.grad_clip` (0: no clipping) and return
-        their total norm, this rank's (a host synchronisation: the step must know it
-        before the optimiser runs)."""
-        self.scaler.unscale_(self.optimizer)  # a no-op without fp16's scaler
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        if self.tc.grad_clip > 0:
-            return float(torch.nn.utils.clip_grad_norm_(params, self.tc.grad_clip))
-        return float(torch.nn.utils.get_total_norm([p.grad for p in params]))
-
-    def accumulate(self, accum: int) -> tuple[torch.Tensor, int, int, int]:
-        """Forward and backward `accum` micro-batches into the gradients (DDP
-        syncs on the last call only).
-
-        Returns the summed weighted loss, the tokens, the padded positions
-        and the summed lengths."""
-        loss_sum = torch.zeros((), device=self.device)
-        tokens = positions = seq_sum = 0
-        for a in range(accum):
-            ids, n_tokens = self.micro_batch(loss_sum, last_micro=a == accum - 1, accum=accum)
-            tokens += n_tokens
-            positions += ids.numel()
-            seq_sum += ids.shape[1]
-            if self.device.type == "cuda":
-                # the config guarantees the table; skip the per-call host sync
-                _unwrapped(self.forward).validate_inputs = False
-        return loss_sum, tokens, positions, seq_sum
-
-    def micro_batch(
-        self, loss_sum: torch.Tensor, *, last_micro: bool, accum: int
-    ) -> tuple[torch.Tensor, int]:
-        """The next micro-batch's forward/backward calls, as the progressive loss plans them.
-
-        Adds the weighted (detached) losses to `loss_sum` in place; returns the input
-        ids and the token count."""
-        tc, device = self.tc, self.device
-        batch = self.stream.batch(self.micro_index, self.mbs, self.rank, self.world)
-        width = batch.input_ids.shape[1]  # before a compiled block's padding
-        if self.fixed_len is not None:
-            batch = pad_batch(batch, self.fixed_len)
-        calls = plan_calls(
-            self.recurrences,
-            self.limit,
-            tc.alpha,
-            micro_batch_generator(self.cfg.seed, self.micro_index, self.draw_rank),
-            self.offsets,
-        )
-        self.micro_index += 1
-        ids = batch.input_ids.to(device, non_blocking=True)
-        mask = batch.target_mask.to(device, non_blocking=True)
-        # each rank's loss is its share of the global micro-batch's loss (the gradient all-reduce
-        # averages)
-        local = loss_denominator(batch.input_ids, batch.target_mask, reduction=tc.loss_reduction,
-                                 mask_before_equals=tc.mask_before_equals,
-                                 line_length=self.line_length)
-        denom = global_denominator(
-            local,
-            reduction=tc.loss_reduction,
-            world=self.world,
-            process_group=self.process_group,
-            device=device,
-        )
-        for c, call in enumerate(calls):
-            last = last_micro and c == len(calls) - 1
-            ddp = isinstance(self.forward, DistributedDataParallel)
-            no_sync = self.forward.no_sync() if ddp and not last else contextlib.nullcontext()
-            extra = {} if call.abacus_offset is None else {"abacus_offset": call.abacus_offset}
-            if ids.shape[1] > width:  # padded: the real tokens' noise as eager draws it
-                extra["noise"] = self.padded_noise(ids.shape[0], width, ids.shape[1])
-            with no_sync:
-                with self.precision.autocast():
-                    logits = self.forward(ids, recurrences=call.n + call.k,
-                                          grad_recurrences=call.k, **extra)
-                ce = answer_loss(logits, ids, mask, reduction=tc.loss_reduction,
-                                 mask_before_equals=tc.mask_before_equals, denominator=denom)
-                self.scaler.scale(
-                    ce * (call.weight * self.throttle * self.world / accum)
-                ).backward()
-            if self.working is not None:  # every backward's bf16 gradients join the fp32 sums
-                self.working.collect()
-            loss_sum += ce.detach() * call.weight
-        return ids, int(batch.lengths.sum())
-
-    def padded_noise(self, rows: int, width: int, padded: int) -> torch.Tensor:
-        """The initial recurrent state of a padded batch: drawn at the batch's own width, from the
-        same RNG at the same point as an eager forward draws it, then zero-padded, so that a
-        compiled block trains the real tokens on the noise eager training gives them."""
-        state = _unwrapped(self.forward).initial_state(rows, width, device=self.device)
-        return torch.nn.functional.pad(state, (0, 0, 0, padded - width))
-
-    def count_step(
-        self, accum: int, step_loss: float, tokens_all: int, positions: int, seq_sum: int
-    ) -> None:
-        """Advance the budget and the report windows by one step (loss and tokens already agreed
-        over ranks); recompute the batch size from the ramp."""
-        budget = self.budget
-        budget.step += 1
-        budget.samples += accum * self.mbs_eff
-        self.tokens_total += tokens_all
-        self.losses.append(step_loss)
-        for w in (self.window, self.session):
-            w.add_step(
-                samples=accum * self.mbs_eff,
-                tokens=tokens_all,
-                positions=positions * self.world,
-                loss=step_loss,
-                seq_len_sum=seq_sum,
-                micro_batches=accum,
-            )
-        self.batch_size = ramped_batch_size(
-            budget.fraction(), self.tc.global_batch, self.mbs_eff, self.tc.batch_ramp
-        )
-
-    def checkpoint_validate_report(self, step_loss: float, lr: float) -> None:
-        """A periodic checkpoint, validation every `eval.validation_every` steps, and a report when
-        either ran or is due."""
-        tc, budget = self.tc, self.budget
-        fraction = budget.fraction()
-        now = budget.session_elapsed_s()
-        # Every decision here rests on the agreed clock and step, so all ranks take it alike: under
-        # Ray Train a report is a barrier, and a rank that skipped it would wait
-        # in DDP's next all-reduce.
-        due = fraction < 1.0 and now - self.last_ckpt_s >= tc.checkpoint_every_min * 60
-        saved = None
-        if due:
-            self.last_ckpt_s = now
-            # rank 0 writes; the others report without a checkpoint
-            saved = self.save(fraction, step_loss)
-        fresh = self.validation is not None and budget.step % self.cfg.eval.validation_every == 0
-        if fresh:
-            self.run_validation()
-        if fraction < 1.0 and (due or fresh or now - self.last_report_s >= tc.report_every_s):
-            self.emit(self.window, fraction, lr, final=False, saved=saved)
-            self.last_report_s = now
-            self.window = Window(start_s=now)
-
-
-def _unwrapped(module: nn.Module) -> nn.Module:
-    """The model inside DDP, or `module` itself."""
-    return module.module if isinstance(module, DistributedDataParallel) else module
 
 
 def train(cfg: ExperimentConfig, device: str | torch.device = "cpu", *, process_group: Any = None,

@@ -27,8 +27,26 @@ import torch
 from torch import nn
 
 
+class SameWeights:
+    """fp32 and every autocast precision: the master model runs forward and backward itself, so
+    there is nothing to move (the loop calls the same two hooks whatever the precision)."""
+
+    ddp_wraps = True  # DDP wraps the trained module and averages its gradients
+
+    def __init__(self, master: nn.Module) -> None:
+        self.master = self.working = master
+
+    def collect(self) -> None:
+        """Nothing to add: the backward left its gradients on the master."""
+
+    def publish(self) -> None:
+        """Nothing to round: the optimiser updated the weights that run."""
+
+
 class MasterWeights:
     """A bf16 working copy of an fp32 `master` model; moves gradients and weights between them."""
+
+    ddp_wraps = False  # no DDP around the working copy: the fp32 master gradients are averaged
 
     def __init__(self, master: nn.Module, dtype: torch.dtype = torch.bfloat16) -> None:
         self.master = master
@@ -54,7 +72,7 @@ class MasterWeights:
             working.copy_(master)
 
 
-def working_model(master: nn.Module, precision: str) -> MasterWeights | None:
-    """The master/working pair for `bf16-pure` training; None for every autocast or fp32 precision,
-    which train the master itself."""
-    return MasterWeights(master) if precision == "bf16-pure" else None
+def working_model(master: nn.Module, precision: str) -> MasterWeights | SameWeights:
+    """The master/working pair for `bf16-pure` training; for every autocast or fp32 precision the
+    master alone, which trains itself."""
+    return MasterWeights(master) if precision == "bf16-pure" else SameWeights(master)
