@@ -1,6 +1,7 @@
 """docs/reference.md against what it documents, so that the page cannot drift from the code.
 
-Each command's table against its argparse parser (every argument, its default, its choices), the
+Each command's table against its argparse parser: the very table `docs/reference_cli.py` renders
+from the parsers' help, and independently every argument, its default and its choices; the
 config-key tables against the config dataclasses, the presets table against the presets, the grids
 against the named grids, the sweeps against the figures and the Makefile's aliases, and the make
 targets and variables against the Makefile; every `make X` the other pages give is a target. No
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import importlib.util
 import re
 from pathlib import Path
 from typing import Any
@@ -19,14 +21,21 @@ from typing import Any
 import pytest
 
 from abacus_ray import figures
-from abacus_ray.cli import build_parser
 from abacus_ray.cli.sweep import build_parser as sweep_parser
-from abacus_ray.config import ExperimentConfig, preset
+from abacus_ray.config import EvalConfig, ExperimentConfig, preset
+from abacus_ray.config.cluster import PLACEMENTS, TRAINERS
+from abacus_ray.config.evaluation import ENGINES, HINT_SCORINGS
+from abacus_ray.config.model import INIT_STATES, INJECTIONS, K_DRAWS, NORMS, POSITIONS
+from abacus_ray.config.task import HINTS, TASKS
+from abacus_ray.config.train import PRECISIONS, REDUCTIONS, WORKER_DRAWS
 from abacus_ray.evaluation.grids import GRIDS
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = (REPO / "docs" / "reference.md").read_text()
 MAKEFILE = (REPO / "Makefile").read_text()
+_spec = importlib.util.spec_from_file_location("reference_cli", REPO / "docs" / "reference_cli.py")
+reference_cli = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(reference_cli)
 
 
 # --- reading the page ----------------------------------------------------------------------------
@@ -47,8 +56,8 @@ def tables(body: str) -> list[tuple[list[str], list[list[str]]]]:
     out: list[tuple[list[str], list[list[str]]]] = []
     block: list[list[str]] = []
     for line in [*body.splitlines(), ""]:
-        if line.startswith("|"):
-            block.append([c.strip() for c in line.strip().strip("|").split("|")])
+        if line.startswith("|"):  # `\|` is a `|` inside a cell
+            block.append([c.strip() for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])])
         elif block:
             out.append((block[0], block[2:]))
             block = []
@@ -113,13 +122,9 @@ def arguments(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    parsers = dict(sub.choices)
-    # `sweep NAME [flags]`: the reference documents the flags of a sweep, those of one without flags
-    # of its own (the sweeps' own flags are checked below)
-    parsers["sweep"] = sweep_parser(figures.figure("fig10_k"))
-    parsers["sweep"].add_argument("sweep", metavar="NAME")
-    return parsers
+    """Every command's parser; `sweep NAME [flags]`'s is the flags of a sweep without flags of its
+    own, after NAME (the sweeps' own flags are checked below)."""
+    return reference_cli.parsers()
 
 
 def documented_arguments(command: str) -> dict[str, list[str]]:
@@ -134,6 +139,55 @@ def documented_arguments(command: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("command", sorted(commands()))
+def test_every_command_table_is_what_its_parsers_help_renders(command):
+    """The table is `--help`'s text, argument by argument: a help changed without the page
+    rewritten (`python docs/reference_cli.py`) fails here."""
+    documented = reference_cli.documented_table(REFERENCE, command)
+    assert documented == reference_cli.table(command, commands()[command]), (
+        f"docs/reference.md: the table of abacus-ray {command} is not its parser's help; run "
+        "python docs/reference_cli.py")
+
+
+@pytest.mark.parametrize("help_text", [
+    "problems per cell (default 100)",
+    "problems per cell (default: 100), at most 10",
+    "teacher (one forward per cell, default), kv",
+    "problems per cell (default: the checkpoint's (eval.per_cell)",
+])
+def test_a_default_not_stated_in_the_one_trailing_form_is_refused(help_text):
+    with pytest.raises(ValueError, match="default"):
+        reference_cli.split_default(help_text, "abacus-ray eval --per-cell")
+
+
+def test_a_help_whose_default_is_not_the_parsers_is_refused():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=8765, help="a port (default: 8080)")
+    with pytest.raises(ValueError, match="8080"):
+        reference_cli.table("x", parser)
+
+
+def test_eval_defaults_to_the_first_checkpoints_eval_settings():
+    """Every `eval` option named as an `eval.*` key is unset in the parser and its help names that
+    key as its default (`api.runs.eval_settings` takes the first checkpoint's), never a number."""
+    parser = commands()["eval"]
+    keys = {f.name for f in dataclasses.fields(EvalConfig)}
+    options = [a for a in parser._actions if a.dest in keys]
+    assert len(options) == 8
+    for action in options:
+        _, words = reference_cli.split_default(reference_cli.help_text(parser, action), "")
+        assert action.default is None, action.dest
+        assert words == f"the first checkpoint's eval.{action.dest}" or words.startswith(
+            f"the first checkpoint's eval.{action.dest};"), action.dest
+
+
+def test_every_command_description_is_whole_sentences():
+    """A description cut at a line break (the first line of a docstring) ends mid-sentence."""
+    for command, parser in commands().items():
+        if command != "sweep":  # a sweep's parser describes the sweep (its caption)
+            assert parser.description.rstrip().endswith("."), command
+
+
+@pytest.mark.parametrize("command", sorted(commands()))
 def test_every_argument_of_every_command_is_documented_with_its_default(command):
     actual = arguments(commands()[command])
     documented = documented_arguments(command)
@@ -144,14 +198,16 @@ def test_every_argument_of_every_command_is_documented_with_its_default(command)
         where = f"abacus-ray {command} {name}: default {default_cell!r}"
         if action.required and action.nargs not in ("?", "*"):
             assert default_cell == "required", where
-        elif action.default in (None, False, [], argparse.SUPPRESS):
+        elif action.default is None or action.default is False or action.default in (
+                [], argparse.SUPPRESS):  # None, False by identity: 0 is a literal
             assert literal is None, f"{where}, but the parser has none (say what applies, in words)"
         else:
             assert literal, f"{where}, parser {action.default!r}"
             assert same(value(literal.group(0)), action.default), f"{where}, not {action.default}"
-        row = ticks(" ".join(documented[name]))
+        row = " ".join(documented[name])
         for choice in action.choices or ():
-            assert choice in row, f"abacus-ray {command} {name}: choice {choice!r} not in the row"
+            named = re.search(rf"(?<![\w-]){re.escape(choice)}(?![\w-])", row)
+            assert named, f"abacus-ray {command} {name}: choice {choice!r} not in the row"
 
 
 def test_every_sweeps_own_flags_are_documented():
@@ -181,6 +237,25 @@ def config_values(config: Any, prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{f.name}"] = v
     return out
+
+
+# the choices a config key takes, where a fixed list holds them
+KEY_CHOICES = {
+    "task.name": TASKS, "task.index_hints": HINTS, "model.positions": POSITIONS,
+    "model.injection": INJECTIONS, "model.norm": NORMS, "model.init_state": INIT_STATES,
+    "model.k_draw": K_DRAWS, "train.precision": PRECISIONS, "train.loss_reduction": REDUCTIONS,
+    "train.worker_draws": WORKER_DRAWS, "eval.precision": PRECISIONS, "eval.engine": ENGINES,
+    "eval.hint_scoring": HINT_SCORINGS, "cluster.trainer": TRAINERS,
+    "cluster.placement": PLACEMENTS,
+}
+
+
+def test_every_config_key_with_fixed_choices_names_each_of_them():
+    rows = {ticks(row[0])[0]: row for row in rows_under(section("Config keys"),
+                                                        ["key", "default", "meaning"])}
+    missing = {key: [c for c in choices if c not in ticks(rows[key][2])]
+               for key, choices in KEY_CHOICES.items()}
+    assert {k: v for k, v in missing.items() if v} == {}
 
 
 def test_every_config_key_is_documented_with_its_default():
@@ -275,10 +350,14 @@ def test_every_make_command_the_docs_give_is_a_target(page):
 
 
 def test_every_environment_variable_of_the_project_is_documented():
+    """Ours (`ABACUS_*`) wherever they are read, and the AWS variables the storage code reads
+    itself (`AWS_ENDPOINT_URL_S3` before `AWS_ENDPOINT_URL`, the region's two)."""
     read = set()
     for folder in ("abacus_ray", "dashboards", "tests"):
         for path in (REPO / folder).rglob("*.py"):
             read |= set(re.findall(r"[\"'](ABACUS_[A-Z_]+)[\"']", path.read_text()))
+    for path in (REPO / "abacus_ray").rglob("*.py"):
+        read |= set(re.findall(r"[\"'](AWS_[A-Z0-9_]+)[\"']", path.read_text()))
     rows = rows_under(section("Environment variables"), ["variable", "read by", "meaning"])
     documented = {t for row in rows for t in ticks(row[0])}
     assert read and sorted(read - documented) == []

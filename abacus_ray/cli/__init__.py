@@ -146,19 +146,23 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str = "tiny") ->
     p.add_argument(
         "--preset",
         default=default_preset,
-        help=f"named config preset: tiny or paper (default {default_preset})",
+        help="the preset: tiny or paper (default: %(default)s)",
     )
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one config value, e.g. --set model.layers=8 (repeatable)")
+                   help="override one config value, repeatable, e.g. --set model.layers=8")
     add_plugin_flag(p)
 
 
-def add_plugin_flag(p: argparse.ArgumentParser) -> None:
+# what `--plugin` does beyond the import, as its help says it (`eval` and `sweep` say their own)
+PLUGIN_RECORDED = ("the config records it (plugins), e.g. --plugin examples/alibi.py "
+                   "--set model.positions=alibi")
+
+
+def add_plugin_flag(p: argparse.ArgumentParser, then: str = PLUGIN_RECORDED) -> None:
     p.add_argument("--plugin", dest="plugins", action="append", default=[],
                    metavar="MODULE_OR_FILE",
                    help="import a plugin that registers a position scheme or an offset draw of "
-                        "one's own (a module name, or a .py file; repeatable); the config records "
-                        "it, e.g. --plugin examples/alibi.py --set model.positions=alibi")
+                        f"one's own (a module name, or a .py file; repeatable); {then}")
 
 
 def plugin_overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -170,10 +174,12 @@ def plugin_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 def add_threads_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch CPU threads (default: the CPUs this process may use, its affinity "
-                        "cut to its cgroup quota); the count changes how a CPU sums floats, so "
-                        "a sweep trial's model is trained again with its own (meta.json's "
-                        "threads; a sweep's workers run 1 per whole CPU they hold)")
+                   help="torch CPU threads, at most the CPUs this process may use (more is "
+                        "refused); the count changes how a CPU sums floats, so a sweep trial's "
+                        "model is trained again, the same model_id, with the trial's own count "
+                        "(meta.json's threads; a sweep's workers run 1 per whole CPU they hold) "
+                        "(default: the CPUs this process may use: its CPU affinity, cut to its "
+                        "cgroup quota)")
 
 
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:

@@ -1,4 +1,5 @@
-"""`abacus-ray dashboard RESULTS [--out DIR] [--serve]`: interactive dashboards from Parquet.
+"""`abacus-ray dashboard RESULTS [--out DIR] [--serve] [--port P]`: interactive dashboards from
+Parquet.
 
 RESULTS is a results directory, a sweep root (holding `results/`) or a storage root holding several
 sweeps. The site is static HTML that works offline; `--serve` serves it on 127.0.0.1 and rebuilds it
@@ -29,23 +30,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "dashboard",
         help="build interactive accuracy dashboards from Parquet results",
-        description=__doc__.splitlines()[0],
+        description=__doc__,
     )
     p.add_argument("results", metavar="RESULTS",
-                   help="results directory, sweep root or storage root: a path or an "
-                        "object-store URI (s3://, gs://)")
+                   help="a results directory, a sweep root (holding results/) or a storage root "
+                        "holding several sweeps: a path or an object-store URI (s3://, gs://)")
     p.add_argument("--out", metavar="DIR", default=None,
-                   help="where to write the site: a directory or an object-store URI "
-                        "(default: dashboard/ beside the results; for a URI, "
-                        "~/.abacus-ray/.../dashboard on this machine)")
-    p.add_argument(
-        "--serve",
-        action="store_true",
-        help="serve the site on 127.0.0.1 and rebuild on new results",
-    )
-    p.add_argument(
-        "--port", type=int, default=8765, help="port for --serve (default 8765; 0 picks a free one)"
-    )
+                   help="where to write the site: a directory or an object-store URI (built "
+                        "here, then copied up; not with --serve) (default: a sweep's "
+                        "dashboard/ beside its results/, else RESULTS/dashboard; for a URI "
+                        "RESULTS, a directory under ~/.abacus-ray/ on this machine, printed)")
+    p.add_argument("--serve", action="store_true",
+                   help="serve the site on 127.0.0.1 and rebuild it when new Parquet parts "
+                        "arrive")
+    p.add_argument("--port", type=int, default=8765,
+                   help="port for --serve; 0 picks a free one (default: %(default)s)")
     p.set_defaults(func=handler)
 
 

@@ -22,13 +22,14 @@ def register(subparsers) -> None:
         description=__doc__,
     )
     p.add_argument("checkpoint", nargs="?", default=None, metavar="CHECKPOINT",
-                   help="describe this checkpoint's config (and, for an imported "
-                        "one, its source) instead")
+                   help="describe this checkpoint's config instead of --preset's (and, for "
+                        "an imported one, where it came from)")
     add_config_args(p)
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: the full config plus a top-level num_params")
     p.add_argument("--seq-len", type=int, default=None,
-                   help="sequence length for the FLOPs/token line (default: 3n+4, size-n addition)")
+                   help="sequence length of the FLOPs/token line (default: 3n + 4, the length "
+                        "of a size-n addition, n = task.train_max_len)")
     p.set_defaults(func=handler)
 
 

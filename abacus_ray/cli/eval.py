@@ -29,56 +29,66 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT",
-                   help="checkpoint directory, or a run directory (its latest step-* "
-                        "checkpoint); a path or a URI")
+                   help="checkpoint directories, or run directories (their latest step-* "
+                        "checkpoint): paths or URIs")
     p.add_argument("--out", required=True, metavar="RESULTS",
-                   help="results directory (created if missing) or an object-store URI "
-                        "(s3://BUCKET/PREFIX, gs://...)")
+                   help="results directory (created if missing): a path or an object-store URI "
+                        "(s3://BUCKET/PREFIX, gs://BUCKET/PREFIX)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--grid", help=f"named grid: {', '.join(GRIDS)}")
+    g.add_argument("--grid",
+                   help=f"a named grid: {', '.join(GRIDS)}; at most one of --grid, --cells, "
+                        "--diagonal, --problems (default: the first checkpoint's eval.grids)")
     g.add_argument("--cells", help="rectangle(s) ROWSxCOLS, e.g. 1-20x1-20 or 1-20x1-20+30x30")
     g.add_argument("--diagonal", help="i = j lengths, e.g. 101-160, 200-1000:100 or 13,15,20")
     g.add_argument("--problems", metavar="FILE",
                    help="score one checkpoint on a file of problems, one a line in natural digit "
                         "order and the task's syntax (123+4567, 12*34, ...): a row per problem in "
-                        "RESULTS/problems, plus cell rows (evaluation/problem_file.py)")
+                        "RESULTS/problems, plus cell rows. ASCII digits only; spaces around an "
+                        "operator, a comma or = are ignored, a space inside a number (1 2+3) is "
+                        "refused. A path or file:// (read on this machine)")
     p.add_argument("--per-cell", type=int, default=None,
-                   help="problems per cell (default: the checkpoint's eval.per_cell; 100 unless "
-                        "its run set another)")
+                   help="problems per cell (default: the first checkpoint's eval.per_cell)")
     p.add_argument("--seed", type=int, default=None,
-                   help="eval seed: problems and noise per cell (default: the checkpoint's "
-                        "eval.seed)")
+                   help="evaluation seed: problems and noise per cell (default: the first "
+                        "checkpoint's eval.seed)")
     p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="teacher (one forward per cell), kv (KV-cache greedy), naive (oracle) "
-                        "(default: the checkpoint's eval.engine, teacher unless its run set "
-                        "another)")
-    p.add_argument(
-        "--recurrences", type=int, default=None, help="test-time recurrences (default: the model's)"
-    )
+                   help="teacher (one batched forward per cell), kv (KV-cache greedy decoding) "
+                        "or naive (the official decoding loop, an oracle for the other two) "
+                        "(default: the first checkpoint's eval.engine)")
+    p.add_argument("--recurrences", type=int, default=None,
+                   help="test-time recurrences (default: the first checkpoint's "
+                        "eval.recurrences; where that is unset, the model's)")
     p.add_argument("--samples", action="store_true",
-                   help="also write per-problem rows (prompt, target, greedy prediction) to "
-                        "RESULTS/samples; predictions come from KV-cache decoding")
+                   help="also write per-problem rows (prompt, target, prediction) to "
+                        "RESULTS/samples; the predictions come from KV-cache greedy decoding")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
-                   help="auto: fp32, the official evaluation's; bf16: autocast on CUDA, faster, "
-                        "changes ~0.1 %% of verdicts (docs/fidelity.md); tf32: fp32 with TF32 "
-                        "matrix products (CUDA) (default: the checkpoint's eval.precision)")
+                   help="auto (fp32, the official evaluation's), fp32, tf32 (fp32 with TF32 "
+                        "matrix products; CUDA only, fp32 elsewhere), bf16 (autocast: faster on "
+                        "CUDA, changes about 0.1 %% of verdicts, docs/fidelity.md), fp16 "
+                        "(autocast), bf16-pure (the whole forward in bf16, weights and residual "
+                        "stream included) (default: the first checkpoint's eval.precision)")
     p.add_argument("--token-budget", type=int, default=None,
-                   help="tokens per batch (rows x padded length); default sized to the device")
+                   help="tokens per batch (rows x padded length); 0: sized to the device "
+                        "(default: the first checkpoint's eval.token_budget)")
     p.add_argument("--sort-require-eos", action="store_true", default=None,
-                   help="sorting: also require the EOS (the official metric ignores it)")
+                   help="sorting: also require the EOS (the official metric ignores it) "
+                        "(default: the first checkpoint's eval.sort_require_eos)")
     p.add_argument("--hint-scoring", choices=HINT_SCORINGS, default=None,
-                   help="index-hint models: official (digits only, hints dropped, the official "
-                        "eval) or strict (every hint symbol must be right too) (default: the "
-                        "checkpoint's eval.hint_scoring)")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
-    add_plugin_flag(p)
+                   help="index-hint models: official (digits only, hints dropped, as the "
+                        "official evaluation) or strict (every hint symbol must be right too) "
+                        "(default: the first checkpoint's eval.hint_scoring)")
+    p.add_argument("--device", default=None,
+                   help="auto, cpu, cuda or cuda:N (default: CUDA if available, else CPU)")
+    add_plugin_flag(p, "a checkpoint whose config names a plugin (plugins) is read only where "
+                       "that plugin can be imported")
     add_threads_flag(p)
-    p.add_argument("--run-id", default=None, help="optional run id stored in every row")
+    p.add_argument("--run-id", default=None, help="a run id stored in every row")
     p.add_argument("--flush-every-s", type=float, default=10.0,
-                   help="write a results part at least this often (default 10 s)")
+                   help="write a results part at least once in this many seconds: what a "
+                        "killed run can lose (default: %(default)s)")
     p.add_argument("--flush-every-cells", type=int, default=200,
-                   help="... or after this many cells (default 200); a killed run "
-                        "loses at most that much")
+                   help="... or once in this many cells, whichever comes first "
+                        "(default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=handler)
 

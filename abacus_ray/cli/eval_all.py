@@ -47,27 +47,31 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("results", metavar="RESULTS",
-                   help="sweep root, storage root or results directory to find checkpoints in: a "
-                        "directory or an object-store URI (s3://, gs://)")
+                   help="a sweep root, a storage root holding several sweeps, a sweep's results "
+                        "directory or a directory of run directories: a path or an object-store "
+                        "URI (s3://, gs://)")
     p.add_argument("--grid", dest="grids", action="append", default=None,
-                   help=f"grid name or spec (repeatable; default {', '.join(DEFAULT_GRIDS)}: "
+                   help=f"grid name or spec, repeatable (default: {', '.join(DEFAULT_GRIDS)}, "
                         "the 101-160 diagonal)")
     p.add_argument("--out", default=None,
-                   help="one Parquet results directory or URI for every model (default: "
-                        "each sweep's results/)")
+                   help="one Parquet results directory for every model: a path or an "
+                        "object-store URI (default: each sweep's own results/; for a directory "
+                        "of runs, RESULTS/results)")
     p.add_argument("--include", default=None, metavar="STATUS[,STATUS]",
-                   help="in a sweep, also score the last checkpoint of trials that did not "
-                        "finish: a comma list of stopped (by ASHA or the user), diverged (the last "
-                        "one before the loss stopped being finite), error (default: finished "
-                        "trials only, what the sweep scored)")
-    p.add_argument(
-        "--per-cell", type=int, default=None, help="problems per cell (default 100, the paper's)"
-    )
-    p.add_argument("--seed", type=int, default=None, help="evaluation seed (default 0)")
-    p.add_argument(
-        "--address", default=None, help="Ray address (default: $RAY_ADDRESS, else a local Ray)"
-    )
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray")
+                   help="in a sweep, also score the last checkpoint of trials that ended "
+                        "otherwise: a comma list of stopped (by ASHA or the user), diverged (its "
+                        "last checkpoint before the loss stopped being finite), error (default: "
+                        "finished trials only, what the sweep scored)")
+    p.add_argument("--per-cell", type=int, default=None,
+                   help="problems per cell (default: 100, eval.per_cell's default, not the "
+                        "checkpoints' own)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="evaluation seed (default: 0, eval.seed's default, not the "
+                        "checkpoints' own)")
+    p.add_argument("--address", default=None,
+                   help="Ray address (default: $RAY_ADDRESS, else an embedded local Ray)")
+    p.add_argument("--num-cpus", type=int, default=None,
+                   help="CPUs for the embedded local Ray (default: all of this machine's)")
     p.set_defaults(func=handler)
 
 

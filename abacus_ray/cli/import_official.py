@@ -31,22 +31,21 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("directory", metavar="DIR",
-                   help="official checkpoint directory (model.safetensors, "
-                        "model_config.json), local or file://")
+                   help="the official checkpoint directory (model.safetensors, "
+                        "model_config.json): a path or file:// (read on this machine; other URIs "
+                        "are refused)")
     p.add_argument("--out", required=True, metavar="RUN",
-                   help="run directory to write (its step-000000000 checkpoint): a path "
-                        "or an object-store URI")
+                   help="the run directory to write (its one checkpoint RUN/step-000000000): a "
+                        "path or an object-store URI (written here, then copied up)")
     p.add_argument("--task", choices=TASKS, default=None,
-                   help="the task it was trained on; the files do not say (default: add, or sort "
-                        "for the sort vocabulary)")
+                   help=f"the task it was trained on, one of {', '.join(TASKS)}; the files do "
+                        "not say (default: add, or sort for the sort vocabulary)")
     p.add_argument("--train-max-len", type=int, default=None,
-                   help="its training operand length n (ID/OOD regions; "
-                        "default 20, 10 for sorting)")
-    p.add_argument(
-        "--name",
-        default=None,
-        help="name in results tables and dashboards (default official-<DIR name>)",
-    )
+                   help="its training operand length n, for the ID/OOD regions (default: 20, or "
+                        "10 for sorting)")
+    p.add_argument("--name", default=None,
+                   help="its name in tables and dashboards; one line of printable characters "
+                        "(default: official-(DIR's name))")
     p.set_defaults(func=handler)
 
 

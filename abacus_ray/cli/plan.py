@@ -43,34 +43,37 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "sweeps", nargs="*", metavar="NAME", help="figures' sweeps (e.g. fig10_k) or sweep files"
-    )
-    p.add_argument(
-        "--all", action="store_true", help="every figure's and table's sweep (abacus_ray/figures/)"
-    )
+    p.add_argument("sweeps", nargs="*", metavar="NAME",
+                   help="figures (e.g. fig10_k) or sweep files")
+    p.add_argument("--all", action="store_true",
+                   help="every figure and table of abacus_ray/figures/ (none found: refused, "
+                        "exit status 2)")
     p.add_argument("--preset", choices=["tiny", "paper"], default="paper",
-                   help="the sweeps' preset (default paper: the scale a cluster runs)")
+                   help="the sweeps' preset: paper (the scale a cluster runs) or tiny "
+                        "(default: %(default)s)")
     p.add_argument("--seeds", type=int, default=None,
-                   help="training seeds per configuration (default: each figure's; "
-                        f"at most {MAX_SEEDS})")
+                   help=f"training seeds per configuration, at most {MAX_SEEDS} (default: each "
+                        "figure's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override for every trial of every sweep "
-                        "(repeatable), as for sweeps")
+                   help="config override for every trial of every sweep, repeatable")
     p.add_argument("--gpu", dest="gpus", action="append", default=None, metavar="NAME",
-                   help="a GPU to price the work on (repeatable; default all of "
+                   help="a GPU to price the work on, repeatable (default: all of "
                         f"{', '.join(DEVICES)})")
     p.add_argument("--mfu", action="append", default=[], metavar="[GPU=]FRACTION",
-                   help="training model-FLOP utilisation, for every GPU or one (repeatable), "
-                        "replacing the measured or stated default (evaluation keeps its "
-                        "measured ratio to it)")
+                   help="training model-FLOP utilisation, for every GPU or one, repeatable; "
+                        "evaluation keeps its measured ratio to it (default: the measured or "
+                        "stated MFU of each GPU)")
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD_PER_HOUR",
-                   help="price of one GPU-hour (repeatable): adds the cost of "
-                        "training and evaluation")
+                   help="price of one GPU-hour of a planned GPU (--gpu), repeatable: adds the "
+                        "cost of training and evaluation")
     p.add_argument("--cores", type=int, default=None, metavar="N",
-                   help="CPU cores to price CPU-scale sweeps on (default: this machine's); "
-                        "shows the CPU columns for any preset")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON (for scripts)")
+                   help="CPU cores for the CPU columns: core-hours of training and evaluation "
+                        "(one core's measured model FLOP/s at the model's width, "
+                        "abacus_ray/training/cpu_rates.py) and wall-hours on N cores; shown for "
+                        "the tiny preset, for cluster.use_gpu=false and whenever --cores is "
+                        "given; a plan of CPU-scale sweeps shows GPU columns only with --gpu "
+                        "(default: this machine's)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=handler)
 
 

@@ -45,21 +45,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--storage", default=DEFAULT_STORAGE,
-                   help=f"where the sweeps go, one directory each (default: {DEFAULT_STORAGE}); "
-                        "a directory or an object-store URI, as for `sweep --storage`")
+                   help="the storage root, one sweep directory in it each: a path or an "
+                        "object-store URI, as for sweep --storage (default: %(default)s)")
     p.add_argument("--only", action="append", default=None, metavar="NAME",
-                   help="run only these sweeps (repeatable, or a comma list; default: all "
-                        f"{len(paper_sweeps())})")
+                   help="run only these sweeps, repeatable or a comma list (default: every "
+                        f"figure and table sweep, all {len(paper_sweeps())})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override for every trial of every sweep (repeatable)")
+                   help="config override for every trial of every sweep, repeatable")
     p.add_argument("--seeds", type=int, default=None, metavar="N",
-                   help="training seeds per configuration in every sweep (default: each figure's "
-                        "tiny scale, one); at 2 or more a verdict needs the seed spread to "
-                        "separate too")
+                   help="training seeds per configuration in every sweep; at 2 or more a "
+                        "verdict needs the seed spread to separate too, and the table gives each "
+                        "seed's verdict (default: each figure's tiny scale, one)")
     p.add_argument("--num-cpus", type=int, default=None,
-                   help="CPUs for the embedded local Ray (default: all)")
+                   help="CPUs for the embedded local Ray (default: all of this machine's)")
     p.add_argument("--dry-run", action="store_true",
-                   help="print the sweeps, their trials and what they cost on CPUs; start nothing")
+                   help="print the price line and the sweeps, their trials and what they cost "
+                        "on CPUs; start nothing")
     p.set_defaults(func=handler)
 
 

@@ -42,32 +42,32 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "results",
-        metavar="RESULTS",
-        help="results directory, sweep root or storage root: a path or an "
-             "object-store URI (s3://, gs://)",
-    )
+    p.add_argument("results", metavar="RESULTS",
+                   help="a results directory, a sweep root (holding results/) or a storage root "
+                        "holding several sweeps: a path or an object-store URI (s3://, gs://)")
     p.add_argument("--label", action="append", default=None, metavar="COL",
-                   help="config column to show per model (repeatable; default: "
-                        "name, model.positions)")
+                   help="config column to show per model, repeatable (default: name and "
+                        "model.positions)")
     p.add_argument("--seeds", action="store_true",
-                   help="mean, std, min, max over training seeds of models sharing every other "
-                        "label (a run's name counts without its seed); with --diagonal, the "
-                        "reach's min, median and max over those seeds")
+                   help="mean, std, min and max over training seeds of models sharing every "
+                        "other label (a run's name counts without its seed=N part); with "
+                        "--diagonal, the reach's min, median and max over those seeds, never "
+                        "the best seed's alone")
     p.add_argument("--diagonal", action="store_true",
-                   help="add, per model, the i = j diagonal's reach (longest length at >= 90 %%) "
+                   help="per model, the i = j diagonal's reach (longest length at >= 90 %%) "
                         "and the length from which every longer diagonal cell is 0 %% (Fig. 10)")
     p.add_argument("--compare", metavar="KEY", default=None,
                    help="a neutral comparison of one swept column (e.g. model.max_k): per value, "
-                        "its models, the pooled ID and OOD exact match with 95 %% Wilson "
-                        "intervals and, at several seeds, each seed's spread; no claim, no verdict")
+                        "its models and their pooled ID and OOD exact match with 95 %% Wilson "
+                        "intervals (at several seeds, each seed's spread too); no claim, no "
+                        "verdict")
     p.add_argument("--fig10", action="store_true",
                    help="Fig. 10's view of Abacus models that differ in model.max_k: one row "
-                        "per model ordered by k, ID and OOD with 95 %% Wilson intervals, reach, "
-                        "0 %% from, where the trained positions end, then Fig. 10's 'Conclusion "
-                        "(Fig. 10): ...' line, which compares the offsets only where their 95 "
-                        "%% intervals separate")
+                        "per model, ordered by k, with ID and OOD and their 95 %% Wilson "
+                        "intervals, reach, 0 %% from and where the trained positions end; then "
+                        "Fig. 10's 'Conclusion (Fig. 10):' line where the rows are Fig. 10's "
+                        "sweep, else the same comparison as 'Conclusion (offsets k):' without "
+                        "the paper's words")
     p.set_defaults(func=handler)
 
 

@@ -46,7 +46,7 @@ def register(subparsers) -> None:
                         "scale, a CLAIM, the __main__ block) and stop; then run it as NAME")
     p.add_argument(
         "sweep", metavar="NAME", nargs="?", default=None,
-        help="a figure's sweep (e.g. fig10_k) or the path of a sweep file"
+        help="a figure (e.g. fig10_k), a sweep file of ./sweeps/ or the path of a sweep file"
     )
     p.add_argument(
         "flags",
@@ -75,48 +75,44 @@ def add_search_flags(p: argparse.ArgumentParser) -> None:
 def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     p = ArgumentParser(prog=f"abacus-ray sweep {sweep.name}", description=sweep.caption)
     p.add_argument("--preset", choices=["tiny", "paper"], default="tiny",
-                   help="tiny: CPU-minutes per model on a laptop; paper: the paper's "
-                        "setting (GPU cluster)")
-    p.add_argument(
-        "--seeds",
-        type=int,
-        default=None,
-        help="training seeds per configuration (default: the figure's)",
-    )
+                   help="tiny: CPU-minutes per model; paper: the paper's setting (GPU cluster) "
+                        "(default: %(default)s)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="training seeds per configuration (default: the figure's)")
     p.add_argument("--budget-hours", type=float, default=None,
                    help="a wall-clock limit per trial in device-hours: wall hours x devices "
                         "(GPU-hours on GPUs), so 24 on 8 workers stops after 3 wall-hours; the "
                         "paper preset's budget is in A4000-hours of model FLOPs "
                         "(train.budget_a4000_hours), the same samples on any GPU")
     p.add_argument("--storage", default="results",
-                   help="where trials, checkpoints and Parquet results go: a directory (one "
-                        "machine, or a mount every node sees) or an object store URI, "
+                   help="where trials, checkpoints and Parquet results go: a directory on one "
+                        "machine, a mount every node sees, or an object-store URI, "
                         "s3://BUCKET/PREFIX (AWS credentials from the standard variables or "
-                        "~/.aws; an S3-compatible server from AWS_ENDPOINT_URL or "
-                        "?endpoint_override=HOST:PORT&scheme=http) or gs://BUCKET/PREFIX; "
-                        "probed before Ray starts")
+                        "~/.aws; an S3-compatible server from AWS_ENDPOINT_URL_S3 or "
+                        "AWS_ENDPOINT_URL, or ?endpoint_override=HOST:PORT&scheme=http) or "
+                        "gs://BUCKET/PREFIX; probed before Ray starts (default: %(default)s)")
     p.add_argument("--address", default=None,
                    help="Ray cluster address (default: $RAY_ADDRESS, else an embedded "
                         "local Ray on 127.0.0.1)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra config override for every trial (repeatable), "
-                        "e.g. train.max_steps=100")
-    add_plugin_flag(p)
+                   help="extra config override for every trial, repeatable, e.g. --set "
+                        "train.max_steps=100")
+    add_plugin_flag(p, "the config records it (plugins), and the sweep ships the file to its "
+                       "Ray workers")
     p.add_argument("--axis", dest="axes", action="append", default=[], metavar="KEY=V1,V2",
-                   help="sweep one more config key over a comma list of values (repeatable; the "
-                        "cross product with the sweep's own axes is trained; an axis the sweep "
-                        "has takes these values instead), e.g. "
-                        "--axis model.max_k=4,8 --axis train.lr=1e-3,3e-3")
-    p.add_argument(
-        "--per-cell",
-        type=int,
-        default=None,
-        help="problems per evaluation cell (default: the preset's)",
-    )
+                   help="sweep one more config key over a comma list of values, repeatable: "
+                        "crossed with the sweep's own axes, or, for a key the sweep already "
+                        "sweeps, taking its values' place; trials are named by their values "
+                        "(fig10_k --axis train.lr=1e-3,3e-3 trains 4: fig10_k/max_k=1_lr=1e-3, "
+                        "...)")
+    p.add_argument("--per-cell", type=int, default=None,
+                   help="problems per evaluation cell (default: the preset's, or the figure's "
+                        "where it sets one)")
     p.add_argument("--grid", dest="grids", action="append", default=None,
-                   help="evaluation grid name or spec (repeatable; default: the figure's grids)")
+                   help="evaluation grid name or spec, repeatable (default: the figure's grids)")
     p.add_argument("--max-trials", type=int, default=None,
-                   help="run only the first N trials of the expansion (smoke tests)")
+                   help="run only this many trials, the first of the expansion (variants, then "
+                        "axes, then seeds) (default: all of them)")
     for flag in sweep.flags:
         p.add_argument(
             flag.name, default=None, help=f"{flag.help} (sets {flag.key}; a comma list sweeps it)"
@@ -124,26 +120,27 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     if sweep.search is not None or sweep.tiny.search is not None or sweep.paper.search is not None:
         add_search_flags(p)
     p.add_argument("--break-lease", action="store_true",
-                   help="take over the sweep directory's lease from a run that is gone (one "
-                        "this machine cannot tell is gone: another host's); never needed for "
-                        "a run of this host that was killed")
+                   help="take over the sweep directory's lease (.lease, held while a sweep runs) "
+                        "from a run that is gone where this machine cannot tell (another "
+                        "host's); a killed run of this host is taken over without it, with a "
+                        "line saying so")
     p.add_argument("--dry-run", action="store_true",
-                   help="print the expanded trials (name, swept values, full resolved config) "
-                        "as JSON; start nothing")
+                   help="print the expanded trials (name, swept values, budget, full resolved "
+                        "config) as JSON; start nothing, but check what the run checks before "
+                        "Ray starts (--storage probed, --num-cpus, tracking)")
     p.add_argument("--no-eval", action="store_true", help="train only")
     p.add_argument("--tracking", choices=("mlflow", "wandb", "none"), default="mlflow",
-                   help="experiment tracking, one run per trial: mlflow (default; a SQLite store, "
-                        f"the sweep's {SweepDir.TRACKING_STORE}: under --storage when it is a "
-                        "directory, else on this machine under ~/.abacus-ray/ (the path is "
-                        "printed); `mlflow ui --backend-store-uri sqlite:///PATH --host "
-                        "127.0.0.1`), wandb (offline), none")
+                   help="one run per trial: mlflow in a SQLite store (the sweep's "
+                        f"{SweepDir.TRACKING_STORE}: under --storage when it is a directory, "
+                        "else on this machine under ~/.abacus-ray/; the path is printed; "
+                        "mlflow ui --backend-store-uri sqlite:///PATH --host 127.0.0.1 shows "
+                        "it), wandb (offline) or none (default: %(default)s)")
     p.add_argument("--tracking-uri", default=None, metavar="URI",
                    help="an MLflow tracking server (http://HOST:PORT) to log to instead of "
                         "the local SQLite store")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the dashboards")
-    p.add_argument(
-        "--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray (default: all)"
-    )
+    p.add_argument("--num-cpus", type=int, default=None,
+                   help="CPUs for the embedded local Ray (default: all of this machine's)")
     return p
 
 

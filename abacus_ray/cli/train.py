@@ -25,20 +25,22 @@ def register(subparsers) -> None:
     )
     add_config_args(p)
     p.add_argument("--out", required=True, metavar="DIR",
-                   help="checkpoint directory (step-* subdirectories), or an object-store URI "
-                        "(s3://, gs://): checkpoints are then written locally and copied up")
+                   help="checkpoint directory (DIR/step-NNNNNNNNN/, the newest two kept): a "
+                        "path or an object-store URI (s3://, gs://), where checkpoints are "
+                        "written locally and copied up")
     p.add_argument("--break-lease", action="store_true",
-                   help="take over DIR's lease from a run that is gone (one this machine cannot "
-                        "tell is gone: another host's)")
+                   help="take over DIR's lease (.lease, held by a running train) from a run that "
+                        "is gone where this machine cannot tell (another host's); a killed run "
+                        "of this host is taken over without it, with a line saying so")
     p.add_argument("--resume", action="store_true",
-                   help="continue from DIR's latest checkpoint and its stored config "
-                        "(--set still applies)")
-    p.add_argument(
-        "--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda or cuda:N"
-    )
+                   help="continue from DIR's latest checkpoint with its stored config (--set "
+                        "still applies); without it DIR must hold no checkpoint")
+    p.add_argument("--device", default="auto",
+                   help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N "
+                        "(default: %(default)s)")
     p.add_argument("--config", default=None, metavar="FILE_OR_CHECKPOINT",
-                   help="start from this config instead of --preset: a config.json, or a "
-                        "checkpoint (a sweep trial's, to train that trial again: give its "
+                   help="start from this config instead of --preset's: a config.json, or a "
+                        "checkpoint's (a sweep trial's, to train that trial again: give its "
                         "meta.json's threads as --threads); --set still applies")
     add_threads_flag(p)
     p.set_defaults(func=handler)
