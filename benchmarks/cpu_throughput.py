@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import torch  # noqa: E402
 from train_step import measure  # noqa: E402
 
+from abacus_ray import storage  # noqa: E402
 from abacus_ray.config import EvalConfig  # noqa: E402
 from abacus_ray.evaluation.grids import resolve_grid  # noqa: E402
 from abacus_ray.evaluation.runner import score_cells  # noqa: E402
@@ -123,16 +124,14 @@ def block(rates: list[CpuRate], where: str) -> str:
 
 
 def write(rates: list[CpuRate], where: str) -> None:
-    text = RATES_FILE.read_text()
+    text = storage.read_text(storage.on_disk(RATES_FILE))
     new = re.sub(
         r"(# BEGIN MEASURED[^\n]*\n).*?(\n# END MEASURED)",
         lambda m: m.group(1) + block(rates, where) + m.group(2),
         text,
         flags=re.S,
     )
-    tmp = RATES_FILE.with_suffix(".tmp")
-    tmp.write_text(new)
-    tmp.replace(RATES_FILE)
+    storage.write_text(storage.on_disk(RATES_FILE), new)  # atomically
 
 
 def main() -> None:

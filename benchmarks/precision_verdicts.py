@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import sys
 
 import torch
@@ -81,10 +82,11 @@ def main(argv: list[str] | None = None) -> int:
               f"default rule (<= 0.1 %, no cell > 1): {'met' if changed <= total / 1000 and worst['changed'] <= 1 else 'NOT met'}")
         out_rows += [{"precision": name, **r} for r in rows]
     if args.csv and out_rows:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(out_rows[0]))
-            w.writeheader()
-            w.writerows(out_rows)
+        text = io.StringIO()
+        w = csv.DictWriter(text, fieldnames=list(out_rows[0]))
+        w.writeheader()
+        w.writerows(out_rows)
+        storage.write_text(storage.resolve(args.csv), text.getvalue())
     return 0
 
 

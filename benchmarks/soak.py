@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import shutil
 import statistics
 import sys
@@ -44,6 +45,7 @@ def main() -> int:
     p.add_argument("--out", default=None, help="write the per-round census as CSV here")
     args = p.parse_args()
 
+    from abacus_ray import storage
     from abacus_ray.api.sweeps import load_sweep
     from abacus_ray.cli.sweep import main as sweep_main
     from abacus_ray.cluster import runtime
@@ -59,16 +61,16 @@ def main() -> int:
     print(f"{'round':>5} {'min':>6} {'round s':>8} {'procs':>6} {'ray':>5} {'RSS MB':>8} {'files':>6}")
     while time.monotonic() - start < args.minutes * 60:
         n = len(rows) + 1
-        storage = scratch / f"round-{n}"
+        place = scratch / f"round-{n}"
         t = time.monotonic()
-        code = sweep_main(sweep, ["--preset", "tiny", "--storage", str(storage), "--max-trials", str(args.trials),
+        code = sweep_main(sweep, ["--preset", "tiny", "--storage", str(place), "--max-trials", str(args.trials),
                                   "--set", f"train.max_steps={args.steps}", "--set", "train.budget_hours=100",
                                   "--set", "eval.per_cell=4", "--grid", "cells:1-6x1-6"])
         if code != 0:
             print(f"round {n}: sweep exited with {code}", file=sys.stderr)
             return 1
         seconds = time.monotonic() - t
-        shutil.rmtree(storage, ignore_errors=True)
+        shutil.rmtree(place, ignore_errors=True)
         time.sleep(args.settle_s)
         c = census()
         censuses.append(c)
@@ -81,10 +83,11 @@ def main() -> int:
     runtime.shutdown()
     shutil.rmtree(scratch, ignore_errors=True)
     if args.out:
-        with open(args.out, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+        storage.write_text(storage.resolve(args.out), text.getvalue())
     print(f"\n{len(rows)} rounds in {(time.monotonic() - start) / 60:.1f} min; median of the first vs the last "
           "quarter of rounds 2.., and the trend:")
     for key, unit in (("rss_mb", "MB RSS"), ("open_files", "open files"), ("processes", "processes"),

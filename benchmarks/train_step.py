@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from abacus_ray import storage  # noqa: E402
 from abacus_ray.config import bounds, preset  # noqa: E402
 from abacus_ray.training.loop import train  # noqa: E402
 
@@ -67,7 +68,8 @@ def main() -> None:
               f"{r['ms_per_step']:>9.1f} {mfu}")
     if args.profile:
         extra = [f"train.micro_batch={sizes[0]}"] if sizes[0] else []
-        Path(args.profile).write_text(profile(args.preset, args.overrides + extra, args.device, args.warmup, args.steps))
+        storage.write_text(storage.resolve(args.profile),
+                           profile(args.preset, args.overrides + extra, args.device, args.warmup, args.steps))
         print(f"profile: {args.profile}")
 
 

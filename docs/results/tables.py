@@ -21,6 +21,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from abacus_ray import storage  # noqa: E402
 from abacus_ray.evaluation.aggregate import region_means  # noqa: E402
 from abacus_ray.evaluation.results import read_cells  # noqa: E402
 
@@ -98,7 +99,7 @@ def cost_table(sweep_dir: Path) -> pd.DataFrame:
     loop) and the wall time Tune recorded for the trial (start-up and checkpoints included)."""
     rows = []
     for result in sorted((sweep_dir / "tune").glob("*/result.json")):
-        lines = [json.loads(x) for x in result.read_text().splitlines() if x.strip()]
+        lines = [json.loads(x) for x in storage.read_text(storage.on_disk(result)).splitlines() if x.strip()]
         if not lines:
             continue
         last = lines[-1]
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             table = pd.concat([cost_table(Path(p)) for p in args.path], ignore_index=True)
             print(markdown(table, index=False))
             if args.csv:
-                table.to_csv(args.csv, index=False)
+                storage.write_text(storage.resolve(args.csv), table.to_csv(index=False))
             print(f"\ntotal: {table['train_cpu_min'].sum():.1f} training CPU-minutes, "
                   f"{table['tune_wall_min'].sum():.1f} trial wall-minutes over {len(table)} trials")
             return 0
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             table, index = regions_table(cells, by), False
         print(markdown(table, index=index))
         if args.csv:
-            table.to_csv(args.csv, index=index)
+            storage.write_text(storage.resolve(args.csv), table.to_csv(index=index))
     except (ValueError, OSError) as e:
         print(f"tables: error: {e}", file=sys.stderr)
         return 2
