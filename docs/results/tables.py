@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\ntotal: {table['train_cpu_min'].sum():.1f} training CPU-minutes, "
                   f"{table['tune_wall_min'].sum():.1f} trial wall-minutes over {len(table)} trials")
             return 0
-        cells = pd.concat([read_cells(p) for p in args.path], ignore_index=True)
+        cells = pd.concat([read_cells(storage.resolve(p)) for p in args.path], ignore_index=True)
         cells = latest_models(cells)
         if args.task:
             cells = cells[cells["task"] == args.task]
