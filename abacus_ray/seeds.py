@@ -1,22 +1,20 @@
 """Every seed the project derives, in one place: each recipe named, with what it keys on and why.
 
 A run has one integer, the config's `seed`, and an evaluation one, `eval.seed`. Everything random
-descends from them through the recipes below, each keyed on exactly what must make its draws
-differ, and on nothing else, so that the same inputs give the same draws on every machine, process,
-rank and resume:
+descends from them through these recipes (what each is keyed on, then what it draws), each keyed
+on exactly what must make its draws differ, and on nothing else, so that the same inputs give the
+same draws on every machine, process, rank and resume:
 
-| recipe | keyed on | draws |
-|---|---|---|
-| `weights_seed` | run seed | the initial weights (every rank alike) |
-| `rank_seed` | run seed, rank | a rank's global torch / NumPy / `random` streams (noise) |
-| `resumed_rank_seed` | run seed, rank, step | the same, for a rank other than 0 resuming from a |
-|  |  | checkpoint without its streams (another world size) |
-| `micro_batch_generator` | run seed, micro-batch, drawing rank | progressive-loss depth, offset |
-| `stable_key` | a domain, the problem's coordinates | the training stream's and the |
-|  |  | evaluation sets' problems (Philox keys) |
-| `cell_seed` | eval seed, task, i, j | a grid cell's initial-state noise at evaluation |
-| `validation_seed` | eval seed | the validation score's problems (never the final grid's) |
-| `search_rng` | the search's seed | which points of a search run, in which order |
+* `weights_seed` (run seed): the initial weights, every rank alike;
+* `rank_seed` (run seed, rank): a rank's global torch / NumPy / `random` streams (noise);
+* `resumed_rank_seed` (run seed, rank, step): the same, for a rank other than 0 resuming from a
+  checkpoint without its streams (another world size);
+* `micro_batch_generator` (run seed, micro-batch, drawing rank): progressive-loss depth, offset;
+* `stable_key` (a domain, the problem's coordinates): the training stream's and the evaluation
+  sets' problems (Philox keys);
+* `cell_seed` (eval seed, task, i, j): a grid cell's initial-state noise at evaluation;
+* `validation_seed` (eval seed): the validation score's problems (never the final grid's);
+* `search_rng` (the search's seed): which points of a search run, in which order.
 
 The values are frozen: checkpoints, results, model ids and the determinism tests depend on them.
 
