@@ -115,7 +115,8 @@ def handler(args: argparse.Namespace) -> int:
     from abacus_ray.api.runs import train  # heavy: torch, with the command, not at --help
 
     cfg = None if args.resume else config_from_args(args)
-    found = train(cfg, args.out, resume=args.resume, overrides=args.overrides, device=args.device,
+    found = train(cfg, args.out, resume=args.resume, device=args.device,
+                  overrides=args.overrides if args.resume else (),  # else in cfg already
                   threads=args.threads, report=ProgressLine(sys.stderr),
                   break_lease=args.break_lease, announce=announce)
     if found.diverged_at_step is not None:
