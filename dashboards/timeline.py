@@ -2,7 +2,7 @@
 Gantt chart), and how busy each node's trial slots were.
 
 A sweep run through the Ray layer leaves `timeline.parquet` beside its `results/` (written by
-`abacus_ray/cluster/timeline.py`: one row per trial with its node, requested resources, start and
+`abacus_ray/cluster/outcome.py`: one row per trial with its node, requested resources, start and
 end). Each node gets as many lanes as it ran trials at once; a bar is one trial, coloured by the
 kind of resource it asked for (a custom resource standing for a GPU kind, or CPU). The same figure
 is written as standalone HTML for docs/performance.md (`python -m dashboards.timeline`).

@@ -414,7 +414,7 @@ def test_task_follows_the_vocabulary(tmp_path, capsys):
 def test_imported_model_goes_through_eval_and_summary(tmp_path, capsys):
     """An imported model is scored and summarised like any other, named by its source; eval-all finds it."""
     from abacus_ray import storage
-    from abacus_ray.cli.eval_all import find_models
+    from abacus_ray.api.evaluate_all import find_models
 
     arch = official_arch("abacus", 1, 2, True)
     src = write_official(tmp_path / "authors-run", arch, official_tensors(arch))

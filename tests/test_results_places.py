@@ -4,7 +4,6 @@ sweep's checkpoints with its own `results/`. Local directories here; the S3 form
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -121,12 +120,12 @@ def _eval_all_models(place: Path, *flags: str, base: Path | None = None) -> list
     """The checkpoints `eval-all PLACE FLAGS` would score, per place, as paths relative to `base`
     (default: `place`)."""
     from abacus_ray import storage
-    from abacus_ray.cli.eval_all import places_of
+    from abacus_ray.api.evaluate_all import places_of
 
-    args = argparse.Namespace(results=str(place), out=None, include=None)
+    given = {"out": None, "include": None}
     for flag, value in zip(flags[::2], flags[1::2], strict=True):
-        setattr(args, flag.lstrip("-"), value)
-    found = places_of(args, storage.resolve(place))
+        given[flag.lstrip("-")] = value
+    found = places_of(storage.resolve(place), str(place), given["out"], given["include"])
     return [[str(Path(m).relative_to(base or place)) for m in models] for models, _ in found]
 
 
@@ -189,7 +188,7 @@ def test_eval_all_names_results_not_out_when_no_out_was_given(tmp_path, capsys, 
 def test_eval_all_scores_two_copies_of_one_run_once_and_ends_a_link_loop(tmp_path, capsys):
     import shutil
 
-    from abacus_ray.cli.eval_all import checked_models, find_models
+    from abacus_ray.api.evaluate_all import checked_models, find_models
 
     runs = tmp_path / "runs"
     _checkpoint(runs / "a" / "step-000000001")

@@ -115,7 +115,7 @@ def test_the_closing_line_names_each_failed_trial_and_why():
 def _check_statuses(root: Path, want: dict[str, str], scored: str) -> None:
     """The trial record, the timeline and eval-all agree with the closing line on each status."""
     from abacus_ray import storage
-    from abacus_ray.cli.eval_all import sweep_models
+    from abacus_ray.api.evaluate_all import sweep_models
     from abacus_ray.trial_status import parse_include
 
     record = pq.read_table(root / SweepDir.TRIALS).to_pylist()

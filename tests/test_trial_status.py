@@ -61,9 +61,8 @@ def grid(tmp_path):
 
 def test_every_reader_sees_the_same_status_and_confirm_picks_a_finished_trial(grid):
     from abacus_ray.cluster.driver import search_line
-    from abacus_ray.cluster.outcome import Outcome, outcomes
+    from abacus_ray.cluster.outcome import Outcome, outcomes, timeline_rows
     from abacus_ray.cluster.search import search_rows
-    from abacus_ray.cluster.timeline import timeline_rows
 
     root, results = grid
     runs = ["s/a", "s/b", "s/c", "s/d"]

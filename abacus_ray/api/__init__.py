@@ -22,6 +22,7 @@ what they return (docs/guide.md, "Python API").
 | `train(config, out, ...)` | train (or `resume=True`) one model on this machine | `Trained` |
 | `evaluate(checkpoints, out, ...)` | score checkpoints on a grid into Parquet | `Evaluated` |
 | `score_problems(checkpoint, file, out)` | score one model on a problem file | `Scored` |
+| `evaluate_all(results, ...)` | every model under a place, on Ray | `ScoredPlace` list |
 | `load_sweep(name)` | a figure's sweep or a sweep file's `SWEEP` | `Sweep` |
 | `prepare(sweep, SweepOptions(...))` | a sweep checked, expanded, not started | `SweepPlan` |
 | `run(plan)` | train, score and draw a prepared sweep on Ray | `SweepResult` |
@@ -44,6 +45,8 @@ _NAMES = {
     "train": ("api.runs", "train"), "Trained": ("api.runs", "Trained"),
     "evaluate": ("api.runs", "evaluate"), "Evaluated": ("api.runs", "Evaluated"),
     "score_problems": ("api.runs", "score_problems"), "Scored": ("api.runs", "Scored"),
+    "evaluate_all": ("api.evaluate_all", "evaluate_all"),
+    "ScoredPlace": ("api.evaluate_all", "ScoredPlace"),
     "load_sweep": ("api.sweeps", "load_sweep"), "SweepOptions": ("api.sweeps", "SweepOptions"),
     "prepare": ("api.sweeps", "prepare"), "SweepPlan": ("api.sweeps", "SweepPlan"),
     "run": ("api.sweeps", "run"), "sweep": ("api.sweeps", "sweep"),

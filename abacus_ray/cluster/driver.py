@@ -32,11 +32,10 @@ from abacus_ray import storage, trial_status
 from abacus_ray.cluster import runtime
 from abacus_ray.cluster.devices import Price, resolve_devices
 from abacus_ray.cluster.grid_eval import evaluate_on_ray
-from abacus_ray.cluster.outcome import DISK_FULL, Outcome, failure_reason, outcomes
+from abacus_ray.cluster.outcome import DISK_FULL, Outcome, failure_reason, outcomes, write_timeline
 from abacus_ray.cluster.placement import DRIVER_CPU, PendingWatch, max_concurrency, worker_bundle
 from abacus_ray.cluster.search import scheduler, write_search
 from abacus_ray.cluster.shared_dir import check_every_node_sees
-from abacus_ray.cluster.timeline import write_timeline
 from abacus_ray.cluster.tracking import callbacks as tracking_callbacks
 from abacus_ray.cluster.tracking import close_runs, log_evaluation
 from abacus_ray.cluster.trial import run_trial

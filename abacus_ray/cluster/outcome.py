@@ -5,16 +5,31 @@ report history, in Tune's own shapes. `outcomes` reads them here, once, into one
 per trial (a point Tune ran twice is one outcome), deciding each trial's status
 (`trial_status.status`); the trial record, the search table, the timeline, the closing line and
 the evaluation all read that list (`Outcome`), never the grid.
+
+Where and when each trial ran is one of those views, the sweep's `timeline.parquet` (one row per
+trial): a trial puts its node (Ray's node id, of its rank-0 worker), the wall time it started and
+the time of each report into its reports (`cluster/trial.py`), and the driver writes the last of
+them with the trial's requested resources. The dashboard's "Timeline" view draws it (trials per node
+over time), and a sweep's use of its trial slots is read from it (docs/performance.md, "Many
+nodes"): on a cluster, where work went is as much a result as the accuracy. Rerunning a sweep
+rewrites it with the trials' latest runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+from ray.tune import ResultGrid
+
 from abacus_ray import trial_status
+from abacus_ray.cluster.placement import worker_bundle
 from abacus_ray.cluster.trial import run_name as trial_run_name
 from abacus_ray.config import ExperimentConfig
+from abacus_ray.evaluation.results import write_table
 from abacus_ray.evaluation.work import Source
 from abacus_ray.model.checkpoint import latest_checkpoint
 from abacus_ray.storage import Location
@@ -22,6 +37,20 @@ from abacus_ray.sweep_dir import SweepDir
 from abacus_ray.text import shorten
 
 DISK_FULL = "disk full"  # how the reason of a trial that met a full disk starts
+
+TIMELINE_SCHEMA = pa.schema([  # `{sweep}/timeline.parquet`: where and when each trial ran
+    ("run", pa.string()),  # the trial's run name, e.g. fig10_k/max_k=25_seed=0
+    ("trial_id", pa.string()),
+    ("node_id", pa.string()),  # Ray's node id (hex) of the trial's rank-0 worker
+    ("pid", pa.int64()),  # the trial's process (Tune's trial actor; a TorchTrainer trial's driver)
+    ("workers", pa.int64()),
+    ("resources", pa.string()),  # one worker's bundle as JSON, e.g. {"CPU": 1.0, "h100": 1.0}
+    ("trainer", pa.string()),
+    # Unix seconds: the trial's function began (its last session, after a resume)
+    ("start_s", pa.float64()),
+    ("end_s", pa.float64()),  # Unix seconds of its last report
+    ("status", pa.string()),  # finished | stopped | diverged | error (`abacus_ray.trial_status`)
+])
 
 
 def failure_reason(error: BaseException) -> str:
@@ -81,7 +110,8 @@ def _reason(status: str, metrics: dict[str, Any], error: BaseException | None) -
     return None
 
 
-def outcomes(grid, root: Location, *, history: bool = False) -> list[TrialOutcome]:
+def outcomes(grid: ResultGrid, root: Location, *,
+             history: bool = False) -> list[TrialOutcome]:
     """RAY: Tune's result grid as one outcome per trial, in run-name order: the one place Tune's
     results are read, and each trial's status decided (`trial_status.status`). `history`: keep
     every report too (a search's table).
@@ -143,3 +173,31 @@ class Outcome:
     def having(self, *statuses: str) -> list[str]:
         """The trials, not scored, whose status is one of `statuses`."""
         return sorted(o.run for o in self.trials if o.status in statuses and not o.scored)
+
+
+def timeline_rows(trials: Sequence[TrialOutcome],
+                  configs: Mapping[str, ExperimentConfig]) -> list[dict]:
+    """One row per trial that reported at least once, from its last report."""
+    rows = []
+    for o in trials:
+        m = o.last
+        if "node_id" not in m:
+            continue
+        cl = configs[o.run].cluster
+        rows.append({"run": o.run, "trial_id": str(m.get("trial_id", "")), "node_id": m["node_id"],
+                     "pid": int(m["pid"]) if m.get("pid") is not None else None,
+                     "workers": cl.workers,
+                     "resources": json.dumps(worker_bundle(cl), sort_keys=True),
+                     "trainer": cl.trainer, "start_s": float(m["started_at"]),
+                     "end_s": float(m["reported_at"]), "status": o.status})
+    return rows
+
+
+def write_timeline(dirs: SweepDir, trials: Sequence[TrialOutcome],
+                   configs: Mapping[str, ExperimentConfig]):
+    """Write (replace) the sweep's timeline atomically; returns its location, or None if no trial
+    reported."""
+    rows = timeline_rows(trials, configs)
+    if not rows:
+        return None
+    return write_table(dirs.timeline, pa.Table.from_pylist(rows, schema=TIMELINE_SCHEMA))
