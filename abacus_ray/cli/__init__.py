@@ -8,8 +8,9 @@ The one entry point: `describe`, `train`, `eval`, `eval-all`, `import-official`,
 Every subcommand module exposes `register(subparsers)`, which adds its parser and sets
 `func=handler`; a handler turns the parsed flags into one call of the Python API
 (`abacus_ray.api`: train, evaluate, sweep, evaluate_all, the verdicts) and prints what it returns.
-`reproduce` runs the paper's sweeps one after another, each as `sweep` runs it. Bad input (a `ValueError` from config validation, a missing file) is printed as one
-line naming the culprit and exits with status 2; set ABACUS_RAY_DEBUG=1 for the traceback.
+`reproduce` runs the paper's sweeps one after another, each as `sweep` runs it. Bad input (a
+`ValueError` from config validation, a missing file) is printed as one line naming the culprit and
+exits with status 2; set ABACUS_RAY_DEBUG=1 for the traceback.
 """
 
 from __future__ import annotations
