@@ -20,6 +20,7 @@ def guide_example() -> str:
     return section.split("```python", 1)[1].split("```", 1)[0]
 
 
+@pytest.mark.slow  # a fresh interpreter: what an import loads cannot be seen in this one
 def test_importing_the_api_loads_neither_torch_nor_ray():
     """`from abacus_ray import api` and its checks (which the command line imports at every
     `abacus-ray --help`) load no torch and no Ray; a sweep's names load Ray only once it runs."""
