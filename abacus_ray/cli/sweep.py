@@ -212,11 +212,11 @@ def run(sweep: Sweep, argv: list[str]) -> int:
         return parsed
     given, dry = parsed
     checked = prepare(sweep, given)
+    for note in checked.notes:  # a growth, a bucket's MLflow store: on stderr, beside the JSON
+        print(note, file=sys.stderr)
     if dry:
         print(dry_run_text(checked))
         return 0
-    for note in checked.notes:
-        print(note, file=sys.stderr)
     return report(run_plan(checked), len(checked.trials))
 
 
