@@ -197,7 +197,7 @@ class _Session:
         self.diverged_at: int | None = None  # the step whose loss or gradient norm was not finite
         self.batch_size = self.tc.global_batch  # set from the ramp once the budget has started
         self.fraction_start = 0.0
-        self.window = self.session = Window(start_s=0.0)
+        self.since_report = self.since_start = Window(start_s=0.0)  # rates for reports
         self.cadence = Cadence.starting(0.0, 0.0, 0.0, None)
 
     def _restore(self, saved_state: dict | None) -> tuple[int, int]:
@@ -246,7 +246,7 @@ class _Session:
                 self.run_validation()
             # periodic saves stop short of f = 1
             final_saved = self.save(fraction, self.losses[-1] if self.losses else math.nan)
-        metrics = self.emit(self.session, fraction, lr, final=True, saved=final_saved)
+        metrics = self.emit(self.since_start, fraction, lr, final=True, saved=final_saved)
         self.model.drop_compiled_block()  # the trained model is handed on eager
         self.model.eval()
         model_id = final_saved[1] if final_saved else ckpt.model_id_of(self.model)
@@ -267,8 +267,8 @@ class _Session:
             self.fraction_start, tc.global_batch, self.mbs_eff, tc.batch_ramp
         )
         now = budget.session_elapsed_s()
-        self.window = Window(start_s=now)
-        self.session = Window(start_s=now)  # the final report's rates cover the whole session
+        self.since_report = Window(start_s=now)
+        self.since_start = Window(start_s=now)  # the final report's rates cover the whole session
         self.cadence = Cadence.starting(
             now, tc.checkpoint_every_min * 60, tc.report_every_s,
             self.cfg.eval.validation_every if self.validation is not None else None)
@@ -393,7 +393,7 @@ class _Session:
         budget.samples += accum * self.mbs_eff
         self.tokens_total += tokens_all
         self.losses.append(step_loss)
-        for w in (self.window, self.session):
+        for w in (self.since_report, self.since_start):
             w.add_step(
                 samples=accum * self.mbs_eff,
                 tokens=tokens_all,
@@ -414,8 +414,8 @@ class _Session:
         if due.validation:
             self.run_validation()
         if due.report:
-            self.emit(self.window, fraction, lr, final=False, saved=saved)
-            self.window = Window(start_s=now)
+            self.emit(self.since_report, fraction, lr, final=False, saved=saved)
+            self.since_report = Window(start_s=now)
 
     # --- what a step calls on ------------------------------------------------------------------
 
