@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     page = go.Figure(data=fig["traces"], layout=fig["layout"]).to_html(
         include_plotlyjs="cdn" if args.cdn else True, full_html=True)
     # not run data: a standalone figure for the docs, at a path the user names
-    args.out.write_text(page)
+    storage.write_text(storage.on_disk(args.out), page)
     print(args.out)
     return 0
 

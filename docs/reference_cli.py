@@ -193,7 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     if args not in ([], ["--check"]):
         print("usage: python docs/reference_cli.py [--check]", file=sys.stderr)
         return 2
-    text = REFERENCE.read_text()
+    from abacus_ray import storage
+
+    page = storage.on_disk(REFERENCE)
+    text = storage.read_text(page)
     if args == ["--check"]:
         stale = [c for c, p in parsers().items() if documented_table(text, c) != table(c, p)]
         for command in stale:
@@ -202,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     new = rewrite(text)
     if new != text:
-        REFERENCE.write_text(new)
+        storage.write_text(page, new)  # atomically
         print("docs/reference.md: command tables rewritten")
     return 0
 

@@ -38,7 +38,6 @@ ALLOWED = {  # file -> the IO it may do itself, none of it run data
     "dashboards/build.py": {".mkdir"},  # the site's own folders
     "dashboards/data.py": {"import pyarrow.fs", ".get_file_info"},  # a part's size and mtime
     "dashboards/paper_values.py": {".read_text"},  # a data file shipped with the package
-    "dashboards/timeline.py": {".write_text"},  # a standalone figure at a path the user names
     # the scripts beside the package: none of this is run data
     "benchmarks/cpu_throughput.py": {".read_text"},  # /proc/cpuinfo
     "benchmarks/gpu/bundle.py": {"import shutil", "shutil.rmtree", ".unlink", ".mkdir", ".open"},
@@ -47,8 +46,6 @@ ALLOWED = {  # file -> the IO it may do itself, none of it run data
     "benchmarks/storage_s3.py": {"import shutil", "shutil.rmtree"},  # its scratch directory
     "benchmarks/suite_cpu.py": {"import shutil", "shutil.which", ".read_bytes", ".write_bytes",
                                 ".unlink"},  # the kernel's process-accounting file
-    "docs/reference_cli.py": {".read_text", ".write_text"},  # the reference page it renders
-    "docs/results/tables.py": {".to_csv"},  # CSV text, written through storage.write_text
 }
 ROOTS = ("abacus_ray", "dashboards", "benchmarks", "docs", "examples", "sweeps")
 

@@ -30,7 +30,7 @@ A path or URI is resolved once, where it enters (the command line); everything b
     not_a_file(path, "missing", "a problem file")  # the error for a missing file (or a directory)
     loc / "fig10_k" / "sweep.json"          # join (also loc.join(*parts)); str(loc) is the URI
     exists, is_file, is_dir, listdir, glob(loc, "part-*.parquet"), find(loc, "meta.json")
-    read_bytes, read_text, read_json, write_bytes, write_text, copy_file (atomic), delete
+    read_bytes, read_text, read_json, write_bytes, write_text, write_csv, copy_file (atomic), delete
     check_regular_file(loc, limit)          # a regular file of at most limit bytes, before a read
     memory_limit()                          # the most bytes one whole-file read may take now
     create_dir(loc, fill)                   # a new directory, whole; refused if another wrote first
@@ -84,6 +84,7 @@ from abacus_ray.storage.files import (
     read_text,
     tree_bytes,
     write_bytes,
+    write_csv,
     write_parquet,
     write_text,
 )
@@ -150,5 +151,6 @@ __all__ = [
     "write_dir",
     "write_files",
     "write_parquet",
+    "write_csv",
     "write_text",
 ]

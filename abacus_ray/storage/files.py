@@ -394,6 +394,11 @@ def write_text(loc: Location, text: str) -> Location:
     return write_bytes(loc, text.encode())
 
 
+def write_csv(loc: Location, table: Any, *, index: bool = False) -> Location:
+    """A pandas DataFrame as a CSV file, atomically (`write_bytes`)."""
+    return write_text(loc, table.to_csv(index=index))
+
+
 def delete(loc: Location, *, quiet: bool = False) -> None:
     """Remove a file or a whole directory; nothing if it is not there. `quiet`: a failure to remove
     is ignored too (scratch space that the temp dir's own cleanup will reach)."""

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             table = pd.concat([cost_table(Path(p)) for p in args.path], ignore_index=True)
             print(markdown(table, index=False))
             if args.csv:
-                storage.write_text(storage.resolve(args.csv), table.to_csv(index=False))
+                storage.write_csv(storage.resolve(args.csv), table)
             print(f"\ntotal: {table['train_cpu_min'].sum():.1f} training CPU-minutes, "
                   f"{table['tune_wall_min'].sum():.1f} trial wall-minutes over {len(table)} trials")
             return 0
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             table, index = regions_table(cells, by), False
         print(markdown(table, index=index))
         if args.csv:
-            storage.write_text(storage.resolve(args.csv), table.to_csv(index=index))
+            storage.write_csv(storage.resolve(args.csv), table, index=index)
     except (ValueError, OSError) as e:
         print(f"tables: error: {e}", file=sys.stderr)
         return 2
