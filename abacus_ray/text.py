@@ -24,7 +24,7 @@ def one_line(message: str, limit: int | None = None) -> str:
     return line if limit is None else shorten(line, limit)
 
 
-def reason(error: BaseException, limit: int = MAX_ECHO) -> str:
-    """Why `error` happened, in one line of at most `limit` characters: its message, else (an
-    exception raised without one) its type's name."""
+def reason(error: BaseException, limit: int | None = MAX_ECHO) -> str:
+    """Why `error` happened, in one line of at most `limit` characters (None: each word cut, the
+    line not): its message, else (an exception raised without one) its type's name."""
     return one_line(str(error), limit) or type(error).__name__

@@ -53,7 +53,7 @@ def test_one_process_wraps_nothing_and_agrees_with_itself():
     assert unwrapped(model) is model
     model(torch.ones(1, 2)).sum().backward()
     before = model.weight.grad.clone()
-    parallel.finish_gradients(list(model.parameters()))
+    parallel.finish_gradients(model)
     assert torch.equal(model.weight.grad, before)
     assert parallel.agree([1.5, 2.0], from_rank0=1) == [1.5, 2.0]
     assert parallel.denominator(7, "mean") == 7

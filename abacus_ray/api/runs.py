@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from abacus_ray import plugins, storage
 from abacus_ray.api.checks import check_device, check_readable
 from abacus_ray.config import ExperimentConfig
-from abacus_ray.config.dicts import check_text, parse_set
+from abacus_ray.config.dicts import check_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,10 +76,6 @@ class Mirror:
         self.inner(metrics)
 
 
-def _overrides(given: Sequence[str] | Mapping[str, Any]) -> dict[str, Any]:
-    return dict(given) if isinstance(given, Mapping) else dict(parse_set(s) for s in given)
-
-
 def train(config: ExperimentConfig | None, out: str, *, resume: bool = False,
           overrides: Sequence[str] | Mapping[str, Any] = (), device: str = "auto",
           threads: int | None = None, report: Report | None = None, break_lease: bool = False,
@@ -109,7 +105,7 @@ def train(config: ExperimentConfig | None, out: str, *, resume: bool = False,
         # shapes (`load_checkpoint`), and a training state that holds what resuming reads
         resumed = load_checkpoint(latest)
         check_train_state(resumed.state, latest / STATE_FILE)
-        cfg = resumed.config.with_overrides(_overrides(overrides))
+        cfg = resumed.config.with_overrides(overrides)
         check_resumable(cfg, resumed.config, str(latest), "--resume")  # a --set it cannot take
         del resumed
     else:
@@ -118,7 +114,7 @@ def train(config: ExperimentConfig | None, out: str, *, resume: bool = False,
                              "pass --resume to continue it or choose another directory")
         if config is None:
             raise ValueError("config: give the config to train (or resume=True)")
-        cfg = config.with_overrides(_overrides(overrides)) if overrides else config
+        cfg = config.with_overrides(overrides)
     device = check_device(device)
     set_threads(threads)
     if cfg.cluster.use_gpu is None:  # auto: the config records where the device put the run

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from abacus_ray import figures, plugins, storage
 from abacus_ray.api.checks import check_cluster, check_num_cpus, join_cluster, leave_working_dir
 from abacus_ray.config import preset
-from abacus_ray.config.dicts import flatten, parse_set
+from abacus_ray.config.dicts import flatten, overrides_dict
 from abacus_ray.evaluation.grids import Grid, resolve_grid_names
 from abacus_ray.sweep import Search, Sweep, Trial, best_point
 from abacus_ray.sweep_dir import SweepDir
@@ -377,12 +377,10 @@ def _on_ray(plan: SweepPlan) -> SweepResult:
 
 def options_from(overrides: Sequence[str] | Mapping[str, Any] = (), **given: Any) -> SweepOptions:
     """`SweepOptions` from keyword arguments, `overrides` as a mapping or as `KEY=VALUE` texts."""
-    if not isinstance(overrides, Mapping):
-        overrides = dict(parse_set(s) for s in overrides)
     for key in ("plugins", "grids"):
         if isinstance(given.get(key), list):
             given[key] = tuple(given[key])
-    return SweepOptions(overrides=dict(overrides), **given)
+    return SweepOptions(overrides=overrides_dict(overrides), **given)
 
 
 def sweep(name: str | Sweep, overrides: Sequence[str] | Mapping[str, Any] = (),

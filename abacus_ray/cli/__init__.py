@@ -42,7 +42,7 @@ from abacus_ray import plugins  # noqa: E402 - after the check above, as everyth
 from abacus_ray.api.checks import read_config  # noqa: E402
 from abacus_ray.config import ExperimentConfig, preset  # noqa: E402
 from abacus_ray.config.dicts import parse_set  # noqa: E402
-from abacus_ray.text import one_line, shorten  # noqa: E402
+from abacus_ray.text import one_line, reason, shorten  # noqa: E402
 
 # Subcommand modules in the order `--help` lists them (`eval_all` registers `eval-all`).
 COMMANDS = ("describe", "train", "eval", "eval_all", "import_official", "sweep", "plan", "summary",
@@ -129,7 +129,7 @@ def error_text(e: BaseException) -> str:
             cwd = (f"; the working directory {os.environ.get('PWD', '')!r} no longer "
                    "exists").replace(" ''", "")
         return one_line(f"{e.strerror}{cwd}")
-    return one_line(str(e)) or type(e).__name__
+    return reason(e, None)
 
 
 def build_parser() -> ArgumentParser:

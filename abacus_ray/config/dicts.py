@@ -14,6 +14,7 @@ import math
 import types
 import typing
 import unicodedata
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from abacus_ray import plugins
@@ -226,18 +227,22 @@ def parse_set(item: str) -> tuple[str, str]:
     return key, value.strip()
 
 
-def with_overrides(cfg: T, overrides: dict[str, Any] | list[str] | None) -> T:
+def overrides_dict(given: Mapping[str, Any] | Sequence[str]) -> dict[str, Any]:
+    """Overrides as a dict: a mapping of dotted keys, or `KEY=VALUE` texts (`--set`)."""
+    return dict(given) if isinstance(given, Mapping) else dict(parse_set(s) for s in given)
+
+
+def with_overrides(cfg: T, overrides: Mapping[str, Any] | Sequence[str] | None) -> T:
     """A copy of `cfg` with dotted-key overrides applied (values may be strings from the CLI).
 
     The result is rebuilt through `from_dict`, so every validation runs again.
     """
     if not overrides:
         return cfg
-    if isinstance(overrides, list):
-        overrides = dict(parse_set(s) for s in overrides)
+    overrides = overrides_dict(overrides)
     flat = flatten(to_dict(cfg))
     sections = {k.rsplit(".", 1)[0] for k in flat if "." in k}
-    for key, value in renamed(dict(overrides)).items():
+    for key, value in renamed(overrides).items():
         if key not in flat:
             section = key.rsplit(".", 1)[0] if "." in key else ""
             if key in sections:

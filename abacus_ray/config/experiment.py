@@ -8,6 +8,7 @@ checkpoint, the Parquet config columns) and accepts dotted overrides (`--set mod
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,8 @@ class ExperimentConfig:
     def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
         return from_dict(cls, data)
 
-    def with_overrides(self, overrides: dict[str, Any] | list[str] | None) -> ExperimentConfig:
+    def with_overrides(self, overrides: Mapping[str, Any] | Sequence[str] | None
+                       ) -> ExperimentConfig:
         return with_overrides(self, overrides)
 
     def to_json(self) -> str:

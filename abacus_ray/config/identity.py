@@ -133,10 +133,16 @@ def _grown(key: str, before: Any, after: Any) -> bool:
     return False
 
 
-def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """The trained fields of one trial that differ between its record and this run, sorted."""
+def _trials(record: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+    """A record's trials by name."""
+    return {t.get("name"): t for t in record.get("trials") or [] if isinstance(t, dict)}
+
+
+def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The trained fields of one trial that differ between its record and this run, sorted:
+    (key, recorded value, this run's value)."""
     before, after = trained_fields(old, recorded=True), trained_fields(new)
-    return sorted(k for k in after if before.get(k) != after[k]
+    return sorted((k, before.get(k), after[k]) for k in after if before.get(k) != after[k]
                   and not (k in DECIDED_ON_RAY and after[k] is None))
 
 
@@ -148,20 +154,17 @@ def sweep_change(recorded: dict[str, Any], current: dict[str, Any]) -> str | Non
         before, after = recorded.get("preset"), current.get("preset")
         return (f"preset {_shown(before)} -> {_shown(after)}; to resume it, rerun with "
                 f"--preset {before}")
-    old = {t.get("name"): t for t in recorded.get("trials") or [] if isinstance(t, dict)}
-    new = {t.get("name"): t for t in current.get("trials") or []}
+    old, new = _trials(recorded), _trials(current)
     gone = sorted(set(old) - set(new), key=str)
     if gone:
         return (f"{len(gone)} of its trials not in this run (e.g. {gone[0]}); to resume it, "
                 "rerun with the same sweep flags (a rerun may add trials, not leave any out)")
     for name in (n for n in new if n in old):
-        changed = [k for k in _changed(old[name], new[name])
-                   if not _grown(k, _recorded(old[name], k), trained_fields(new[name]).get(k))]
+        changed = [c for c in _changed(old[name], new[name]) if not _grown(*c)]
         if changed:
-            key = changed[0]
+            key, value, now = changed[0]
+            now = _shown(now)
             more = f" (and {len(changed) - 1} more field(s))" if len(changed) > 1 else ""
-            value, now = trained_fields(old[name], recorded=True).get(key), \
-                _shown(trained_fields(new[name])[key])
             if key == THREADS:  # named by the key a user sets
                 cpus = "cluster.cpus_per_worker"
                 key, value, now = cpus, _recorded(old[name], cpus), (
@@ -189,25 +192,21 @@ def recorded_names(recorded: dict[str, Any], current: dict[str, Any]) -> dict[st
         return json.dumps({k: v for k, v in fields.items() if k not in ("name", GRIDS, STEPS)},
                           sort_keys=True, default=str)
 
-    old = [t for t in recorded.get("trials") or [] if isinstance(t, dict)]
-    new_names = {t.get("name") for t in current.get("trials") or []}
-    by_what = {what(t, was=True): t.get("name") for t in old if t.get("name") not in new_names}
+    old, new = _trials(recorded), _trials(current)
+    by_what = {what(t, was=True): name for name, t in old.items() if name not in new}
     out = {}
-    for trial in current.get("trials") or []:
-        if trial.get("name") not in {t.get("name") for t in old}:
-            name = by_what.pop(what(trial), None)
-            if name is not None:
-                out[trial["name"]] = name
+    for name, trial in new.items():
+        if name not in old and (was := by_what.pop(what(trial), None)) is not None:
+            out[name] = was
     return out
 
 
 def sweep_extension(recorded: dict[str, Any], current: dict[str, Any]) -> Extension:
     """How this run grows the recorded sweep (`sweep_change` found nothing else): the trials it
     adds, those it scores on more grids, those it trains further."""
-    old = {t.get("name"): t for t in recorded.get("trials") or [] if isinstance(t, dict)}
-    new = {t.get("name"): t for t in current.get("trials") or []}
+    old, new = _trials(recorded), _trials(current)
     kept = [n for n in new if n in old]
-    changed = {n: _changed(old[n], new[n]) for n in kept}
+    changed = {n: {key for key, _, _ in _changed(old[n], new[n])} for n in kept}
     return Extension(added=tuple(n for n in new if n not in old),
                      grids=tuple(n for n in kept if GRIDS in changed[n]),
                      steps=tuple(n for n in kept if STEPS in changed[n]))

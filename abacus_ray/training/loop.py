@@ -285,7 +285,7 @@ class _Session:
         # 2. forward and backward of every micro-batch into the gradients
         loss_sum, tokens, positions, seq_sum = self.accumulate(accum)
         # 3. gradients no DDP averaged (bf16-pure over ranks), unscaled (fp16) and clipped
-        self.parallel.finish_gradients(list(self.model.parameters()))
+        self.parallel.finish_gradients(self.model)
         grad_norm = self.unscale_and_clip()
         # 4. every rank agrees on the clock, the step's loss, tokens and gradient norm
         step_loss, tokens_all, grad_norm = self.sync(float(loss_sum) / accum, tokens, grad_norm)

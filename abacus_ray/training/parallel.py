@@ -48,11 +48,12 @@ class DataParallel:
             return forward.no_sync()
         return contextlib.nullcontext()
 
-    def finish_gradients(self, params: list[nn.Parameter]) -> None:
+    def finish_gradients(self, model: nn.Module) -> None:
         """After the last backward: average gradients no DDP averaged (`bf16-pure`'s fp32 master
-        gradients over several ranks)."""
+        gradients over several ranks); nothing in one process or under DDP."""
         if self.world > 1 and not self.ddp:
-            average_gradients(params, process_group=self.process_group, device=self.device)
+            average_gradients(list(model.parameters()), process_group=self.process_group,
+                              device=self.device)
 
     def denominator(self, local: int, reduction: str) -> torch.Tensor | int:
         """The whole global micro-batch's loss denominator (`distributed.global_denominator`)."""
