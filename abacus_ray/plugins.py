@@ -1,14 +1,24 @@
 """A researcher's own mechanisms, added from their own module without editing the package.
 
-Two places where research changes the model have a small registry here, which config validation,
-the model and `describe` consult beside the built-in choices:
+Three places where research changes the experiment have a small registry here, which config
+validation, the model, the problem generators and `describe` consult beside the built-in choices:
 
 * a **position scheme** (`model.positions`): `register_positions(name, bias)` where `bias(heads)`
   builds a module that maps query and key positions (two 1-D integer tensors) to an additive
   attention bias [heads, queries, keys], as FIRE's does; `name` and `abacus+name` (with the Abacus
   embedding) become choices;
 * an **Abacus offset draw** (`model.k_draw`): `register_k_draw(name, weights)` where
-  `weights(max_k, longest_digit_run)` gives the probability of each offset 0..max_k.
+  `weights(max_k, longest_digit_run)` gives the probability of each offset 0..max_k;
+* a **task** (`task.name`): `register_task(name, problem, longest_line)` where
+  `problem(i, j, rng)` writes one problem of cell (i, j) as (prompt, answer) text in the arithmetic
+  vocabulary (digits and `+-x=`; the prompt ends with "=", numbers least significant digit first as
+  the built-in tasks write them) from `rng`, a `numpy.random.Generator` seeded from the row's own
+  random words (so a problem is a pure function of the task, cell, seed and row, and shards draw
+  the rows of the unsharded batch), and `longest_line(i, j)` bounds the prompt and answer's
+  length (padding, decode limits and the Abacus table read it). Cells are read as the arithmetic
+  tasks' (ID up to the training length, OOD beyond).
+
+Claims need no registry: a `CLAIM` in a sweep file of one's own is read as a figure's is.
 
 A plugin is a Python module (a dotted name importable here, or the path of a `.py` file) that
 registers at import. The config names the modules it needs (`plugins`, a list of module names): the
@@ -26,14 +36,26 @@ import importlib.util
 import re
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 Bias = Callable[[int], Any]  # heads -> nn.Module: (query positions, key positions) -> [H, Q, K]
 Weights = Callable[[int, int], Any]  # (max_k, longest digit run) -> probabilities of 0..max_k
+Problem = Callable[[int, int, Any], tuple[str, str]]  # (i, j, numpy Generator) -> (prompt, answer)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A registered task: how one problem is written, and how long a line of cell (i, j) can be."""
+
+    problem: Problem
+    longest_line: Callable[[int, int], int]
+
 
 POSITIONS: dict[str, Bias] = {}
 K_DRAWS: dict[str, Weights] = {}
+TASKS: dict[str, Task] = {}
 _FILES: dict[str, Path] = {}  # module name -> the file it was loaded from (shipped to workers)
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -48,6 +70,15 @@ def register_k_draw(name: str, weights: Weights) -> None:
     """Make `name` a `model.k_draw` choice: offsets drawn with `weights(max_k, longest_run)`."""
     _check_new(name, "offset draw", ("uniform", "balanced"))
     K_DRAWS[name] = weights
+
+
+def register_task(name: str, problem: Problem, longest_line: Callable[[int, int], int]) -> None:
+    """Make `name` a `task.name` choice whose problems `problem(i, j, rng)` writes."""
+    _check_new(name, "task", ("add", "sub", "mul", "addsub", "sort", "or"))
+    if not callable(problem) or not callable(longest_line):
+        raise ValueError(f"a task plugin: {name!r} needs callables problem(i, j, rng) and "
+                         "longest_line(i, j)")
+    TASKS[name] = Task(problem, longest_line)
 
 
 def _check_new(name: str, what: str, built_in: tuple[str, ...]) -> None:

@@ -1,4 +1,5 @@
-"""A position scheme of one's own (`examples/alibi.py`) through the command line and through Ray.
+"""A position scheme and a task of one's own (`examples/alibi.py`, `examples/add3.py`) through the
+command line and through Ray.
 
 The plugin is loaded by `--plugin FILE` in a fresh process each time, as a user runs it: the
 checkpoint records it, reading that checkpoint without it is one line naming the module, and a
@@ -18,6 +19,7 @@ from pace import deadline
 
 REPO = Path(__file__).resolve().parents[1]
 ALIBI = REPO / "examples" / "alibi.py"
+ADD3 = REPO / "examples" / "add3.py"
 
 
 def _cli(*args: object, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -46,11 +48,39 @@ def test_a_plugin_trains_is_recorded_and_is_needed_to_read_its_checkpoint(tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_a_sweep_ships_the_plugin_to_its_ray_workers(tmp_path):
+def test_a_sweep_ships_the_plugins_to_its_ray_workers(tmp_path):
     store = tmp_path / "store"
-    done = _cli("sweep", "fig10_k", "--plugin", ALIBI, "--set", "model.positions=abacus+alibi",
+    done = _cli("sweep", "fig10_k", "--plugin", ALIBI, "--plugin", ADD3, "--set",
+                "model.positions=abacus+alibi", "--set", "task.name=add3",
                 "--set", "train.max_steps=10", "--per-cell", "2", "--no-dashboard",
                 "--tracking", "none", "--storage", store, cwd=tmp_path, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     cells = ds.dataset(store / "fig10_k" / "results").to_table().to_pandas()
     assert set(cells["model.positions"]) == {"abacus+alibi"} and cells["run_id"].nunique() == 2
+    assert set(cells["task"]) == {"add3"}
+
+
+def test_a_task_of_ones_own_is_a_config_choice_and_its_problems_are_pure(monkeypatch):
+    import example_plugin  # noqa: F401  (registers examples/add3.py)
+
+    from abacus_ray import plugins
+    from abacus_ray.config import preset
+    from abacus_ray.config.task import longest_digit_run
+    from abacus_ray.tasks import generate
+
+    cfg = preset("tiny", {"task.name": "add3", "plugins": "add3"})
+    assert cfg.task.tokenizer_name == "pad" and longest_digit_run("add3", 3, 2) == 14
+    four, two = generate("add3", 3, 2, 4, seed=5), generate("add3", 3, 2, 2, seed=5)
+    assert two == four[:2] and four == generate("add3", 3, 2, 4, seed=5)  # prefix, deterministic
+    assert generate("add3", 3, 2, 4, seed=6) != four
+    with pytest.raises(ValueError, match="'add' is built in"):
+        plugins.register_task("add", lambda i, j, rng: ("1+1=", "2"), lambda i, j: 4)
+    # a plugin that writes outside the vocabulary, or past its own bound, is named with its cell
+    monkeypatch.setitem(plugins.TASKS, "bad", plugins.Task(lambda i, j, rng: ("1?1=", "2"),
+                                                           lambda i, j: 9))
+    with pytest.raises(ValueError, match=r"task 'bad': problem\(1, 1\) wrote '1\?1='"):
+        generate("bad", 1, 1, 1, seed=0)
+    monkeypatch.setitem(plugins.TASKS, "bad", plugins.Task(lambda i, j, rng: ("1+1=", "2"),
+                                                           lambda i, j: 3))
+    with pytest.raises(ValueError, match=r"past its longest_line\(1, 1\) = 3"):
+        generate("bad", 1, 1, 1, seed=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import example_plugin  # noqa: F401  (registers examples/add3.py, a task of one's own)
 import pytest
 import torch
 from hypothesis import given, settings
@@ -55,6 +56,10 @@ def check_text(task: TaskConfig, text: str) -> tuple[int, int]:
         check_or(prompt, answer)
         u, v = prompt[:-1].split("+")
         return len(u), len(v)
+    if task.name == "add3":  # examples/add3.py: A+B+C, every number reversed
+        a, b, c = (int(t[::-1]) for t in prompt[:-1].split("+"))
+        assert len(str(b)) == len(str(c)) and int(answer[::-1]) == a + b + c, (prompt, answer)
+        return len(str(a)), len(str(b))
     if task.index_hints != "none":
         check_hinted(prompt, answer, task.index_hints)
         op = next(ch for ch in prompt[1:] if ch in "+-")
@@ -76,6 +81,8 @@ TASKS = [
     TaskConfig(name="addsub", train_max_len=6, index_hints="cyclic"),
     TaskConfig(name="sub", train_max_len=6, index_hints="noncyclic", pad_p=0.2),
     TaskConfig(name="sort", train_max_len=3, train_max_array=4, pad_p=0.2),
+    TaskConfig(name="add3", train_max_len=5),  # a plugin's task (examples/add3.py)
+    TaskConfig(name="add3", train_max_len=4, pad_p=0.2),
 ]
 
 
@@ -122,7 +129,8 @@ def test_pairs_loop_order_and_sort_grid():
     assert counts == {1: 4, 2: 4, 3: 4}  # array lengths stratified (2 passes of 6)
 
 
-@pytest.mark.parametrize("task", [TASKS[0], TASKS[2], TASKS[3], TASKS[4], TASKS[6], TASKS[7]],
+@pytest.mark.parametrize("task", [TASKS[0], TASKS[2], TASKS[3], TASKS[4], TASKS[6], TASKS[7],
+                                  TASKS[10], TASKS[11]],
                          ids=lambda t: f"{t.name}-{t.index_hints}-p{t.pad_p}")
 def test_rank_shards_concatenate_to_the_unsharded_batch(task):
     stream = TrainStream(task, seed=7)

@@ -164,8 +164,8 @@ PLUGIN_RECORDED = ("the config records it (plugins), e.g. --plugin examples/alib
 def add_plugin_flag(p: argparse.ArgumentParser, then: str = PLUGIN_RECORDED) -> None:
     p.add_argument("--plugin", dest="plugins", action="append", default=[],
                    metavar="MODULE_OR_FILE",
-                   help="import a plugin that registers a position scheme or an offset draw of "
-                        f"one's own (a module name, or a .py file; repeatable); {then}")
+                   help="import a plugin that registers a position scheme, an offset draw or a "
+                        f"task of one's own (a module name, or a .py file; repeatable); {then}")
 
 
 def plugin_overrides(args: argparse.Namespace) -> dict[str, str]:

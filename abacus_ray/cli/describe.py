@@ -11,7 +11,7 @@ import argparse
 import json
 
 from abacus_ray.api.checks import check_readable
-from abacus_ray.cli import add_config_args, config_from_args
+from abacus_ray.cli import add_config_args, config_from_args, plugin_overrides
 from abacus_ray.config.dicts import flatten
 
 
@@ -71,6 +71,7 @@ def handler(args: argparse.Namespace) -> int:
         )
 
         path = resolve_checkpoint(check_readable([args.checkpoint], "CHECKPOINT")[0])
+        plugin_overrides(args)  # imported before the checkpoint's config names them
         cfg, meta = read_checkpoint_config(path), read_json(path / META_FILE)
     else:
         cfg = config_from_args(args)

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abacus_ray import plugins
 from abacus_ray.config import bounds
 from abacus_ray.config.dicts import check, check_choice
 
 TASKS = ("add", "sub", "mul", "addsub", "sort", "or")
 HINTS = ("none", "cyclic", "noncyclic")
+
+
+def task_names() -> tuple[str, ...]:
+    """The built-in tasks and those registered by plugins (`plugins.register_task`)."""
+    return TASKS + tuple(plugins.TASKS)
 
 
 @dataclass(frozen=True)
@@ -26,7 +32,7 @@ class TaskConfig:
     index_hints: str = "none"  # none | cyclic | noncyclic (docs/official-code.md §2.4, Fig. 21)
 
     def __post_init__(self) -> None:
-        check_choice(self.name, "task.name", TASKS)
+        check_choice(self.name, "task.name", task_names())
         check(self.train_max_len >= 1, "task.train_max_len",
               f"must be >= 1, got {self.train_max_len}")
         check(self.train_max_array >= 1, "task.train_max_array",
@@ -62,4 +68,6 @@ def longest_digit_run(task: str, i: int, j: int, index_hints: str = "none") -> i
     counted."""
     if index_hints != "none":
         return 1  # every digit is preceded by a hint symbol
+    if task in plugins.TASKS:  # a plugin's task: its longest line bounds every run in it
+        return plugins.TASKS[task].longest_line(i, j)
     return {"add": max(i, j) + 1, "sub": max(i, j), "mul": i + j, "or": max(i, j), "sort": i}[task]

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from abacus_ray.config.bounds import MAX_LENGTH
 from abacus_ray.config.dicts import shown
-from abacus_ray.config.task import EVAL_TASKS, TASKS
+from abacus_ray.config.task import EVAL_TASKS, task_names
 
 
 class Cell(NamedTuple):
@@ -40,7 +40,7 @@ class Grid:
     task: str | None = None  # None: the checkpoint's task decides
 
     def __post_init__(self) -> None:
-        if self.task is not None and self.task not in TASKS:
+        if self.task is not None and self.task not in task_names():
             raise ValueError(f"grid {self.name!r}: unknown task {self.task!r}")
         if not self.pairs:
             raise ValueError(f"grid {self.name!r}: has no cells")

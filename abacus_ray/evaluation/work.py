@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from abacus_ray import plugins
 from abacus_ray.config import EvalConfig, ExperimentConfig
 from abacus_ray.config.task import longest_digit_run
 from abacus_ray.config.train import resolved_precision
@@ -119,6 +120,8 @@ def cell_cost(cell: Cell, per_cell: int) -> float:
         line = j * (i + 3) + 2 * j + 1
     elif cell.task == "mul":
         line = 2 * (i + j) + 3
+    elif cell.task in plugins.TASKS:
+        line = plugins.TASKS[cell.task].longest_line(i, j) + 1
     else:
         line = i + j + max(i, j) + 4
     return float(line * (min(per_cell, min(i, j)) if cell.task == "or" else per_cell))

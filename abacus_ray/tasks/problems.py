@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from abacus_ray.config.task import TASKS
+from abacus_ray import plugins
+from abacus_ray.config.task import TASKS, task_names
 from abacus_ray.seeds import stable_key
 from abacus_ray.tasks import arithmetic, bitwise, sorting
-from abacus_ray.tasks.formats import HINT_MODES, Problem
+from abacus_ray.tasks.formats import HINT_MODES, Problem, pad_with_counts, padding_counts
 from abacus_ray.tasks.randomness import row_width, row_words
 from abacus_ray.tasks.tokenizer import HINT_SYMBOLS
 
@@ -54,8 +55,15 @@ def check_variant(task: str, i: int, j: int, index_hints: str, pad_p: float,
         sorting.check_sort_cell(i, j)
 
 
+# A plugin task's row seeds a numpy Generator with one Philox counter's words (256 bits)
+PLUGIN_WORDS = 4
+_ALPHABET = frozenset("0123456789+-x=")
+
+
 def words_needed(task: str, i: int, j: int) -> int:
     """Random words one problem of cell (i, j) reads (padding aside); monotone in i and j."""
+    if task in plugins.TASKS:
+        return PLUGIN_WORDS
     if task == "sort":
         return sorting.words_needed(i, j)
     if task == "or":
@@ -65,6 +73,8 @@ def words_needed(task: str, i: int, j: int) -> int:
 
 def pad_words_needed(task: str, i: int, j: int, index_hints: str = "none") -> int:
     """Random-padding words one problem reads: one per character of its longest possible line."""
+    if task in plugins.TASKS:
+        return plugins.TASKS[task].longest_line(i, j)
     if task == "sort":
         return sorting.max_line_length(i, j)
     if task == "or":
@@ -82,6 +92,8 @@ def problems_from_words(task: str, i: int, j: int, words: np.ndarray, *, index_h
     if pad_p > 0 and (pad_words is None or pad_words.shape[0] != words.shape[0]):
         raise ValueError("pad_words: one row of padding words per problem is required when "
                          "pad_p > 0")
+    if task in plugins.TASKS:
+        return plugin_problems(task, i, j, words, pad_p=pad_p, pad_words=pad_words)
     if task == "sort":
         return sorting.sort_problems(i, j, words, pad_p=pad_p, pad_words=pad_words)
     if task == "or":
@@ -89,6 +101,29 @@ def problems_from_words(task: str, i: int, j: int, words: np.ndarray, *, index_h
                                    pad_words=pad_words)
     return arithmetic.arithmetic_problems(task, i, j, words, index_hints=index_hints, pad_p=pad_p,
                                           pad_words=pad_words, hint_start=hint_start)
+
+
+def plugin_problems(task: str, i: int, j: int, words: np.ndarray, *, pad_p: float = 0.0,
+                    pad_words: np.ndarray | None = None) -> list[Problem]:
+    """A plugin task's problems, one per row, each from a Generator seeded on its row's words;
+    every line is checked against the vocabulary and the task's own `longest_line` bound."""
+    plugin = plugins.TASKS[task]
+    longest = plugin.longest_line(i, j)
+    out = []
+    for row in words[:, :PLUGIN_WORDS]:
+        prompt, answer = plugin.problem(i, j, np.random.default_rng(row.tolist()))
+        line = f"{prompt}{answer}"
+        if (not isinstance(prompt, str) or not isinstance(answer, str) or not prompt.endswith("=")
+                or "=" in prompt[:-1] + answer or not answer or not set(line) <= _ALPHABET):
+            raise ValueError(f"task {task!r}: problem({i}, {j}) wrote {prompt!r} -> {answer!r}; "
+                             "a prompt ends with its only '=', and both use only 0-9 + - x")
+        if len(line) > longest:
+            raise ValueError(f"task {task!r}: problem({i}, {j}) wrote a {len(line)}-character "
+                             f"line, past its longest_line({i}, {j}) = {longest}")
+        out.append(Problem(prompt, answer))
+    if pad_p > 0:
+        out = list(map(pad_with_counts, out, padding_counts(pad_words, pad_p)))
+    return out
 
 
 def cell_problems(domain: str, task: str, i: int, j: int, count: int, seed: int, *,
@@ -101,8 +136,8 @@ def cell_problems(domain: str, task: str, i: int, j: int, count: int, seed: int,
     exhaustive bitwise-OR case). The variant is not in the key either, and padding draws from a
     stream of its own: a padded or hinted cell has the same operands as the plain one.
     """
-    if task not in TASKS:
-        raise ValueError(f"task: {task!r} is not one of {', '.join(TASKS)}")
+    if task not in task_names():
+        raise ValueError(f"task: {task!r} is not one of {', '.join(task_names())}")
     i, j = check_int("i", i, 1), check_int("j", j, 1)
     count, seed = check_int("count", count, 1), check_int("seed", seed)
     check_variant(task, i, j, index_hints, pad_p, hint_start)
