@@ -66,6 +66,7 @@ def test_a_task_of_ones_own_is_a_config_choice_and_its_problems_are_pure(monkeyp
     from abacus_ray import plugins
     from abacus_ray.config import preset
     from abacus_ray.config.task import longest_digit_run
+    from abacus_ray.evaluation.problem_file import read_problem_file
     from abacus_ray.tasks import generate
 
     cfg = preset("tiny", {"task.name": "add3", "plugins": "add3"})
@@ -73,6 +74,8 @@ def test_a_task_of_ones_own_is_a_config_choice_and_its_problems_are_pure(monkeyp
     four, two = generate("add3", 3, 2, 4, seed=5), generate("add3", 3, 2, 2, seed=5)
     assert two == four[:2] and four == generate("add3", 3, 2, 4, seed=5)  # prefix, deterministic
     assert generate("add3", 3, 2, 4, seed=6) != four
+    with pytest.raises(ValueError, match="'add3' is a plugin's: score it on a grid"):
+        read_problem_file("unread.txt", cfg)  # problem files parse the built-in tasks only
     with pytest.raises(ValueError, match="'add' is built in"):
         plugins.register_task("add", lambda i, j, rng: ("1+1=", "2"), lambda i, j: 4)
     # a plugin that writes outside the vocabulary, or past its own bound, is named with its cell

@@ -31,6 +31,7 @@ import torch
 
 from abacus_ray import storage
 from abacus_ray.config import EvalConfig, ExperimentConfig
+from abacus_ray.config.task import TASKS
 from abacus_ray.evaluation.engine import prepare_cell, run_cells
 from abacus_ray.evaluation.errors import cell_errors
 from abacus_ray.evaluation.grids import Cell
@@ -175,6 +176,10 @@ def read_problem_file(path: str | Path, cfg: ExperimentConfig) -> ProblemSet:
     """Parse and bound a problem file for a model of config `cfg`; errors name the file and line
     (as an editor counts lines: '\\n' ends one)."""
     path = storage.local_path(path, "--problems", "a problem file")
+    if cfg.task.name not in TASKS:
+        raise ValueError(f"--problems: problem files hold the built-in tasks ({', '.join(TASKS)}); "
+                         f"the model's task {cfg.task.name!r} is a plugin's: score it on a grid "
+                         "(--grid, --cells, --diagonal)")
     if not path.is_file():
         raise storage.not_a_file(path, "no such problem file", "a problem file")
     size = path.stat().st_size
