@@ -346,3 +346,20 @@ def test_set_overrides_are_refused_through_the_cli(item, work):
     if not _refused_set_item(text):  # e.g. a wrong-type float text that happens to parse
         return
     assert_refused(["describe", "--set", "model.layers=2", f"--set={text}"], culprit, "--set overrides", roots=[work])
+
+
+def test_an_embedded_ray_that_cannot_start_is_one_line_and_nothing_written(tmp_path):
+    """Ray itself refuses to start (an object store under its minimum): one line, exit 2, before
+    the storage is touched; a start that only timed out is tried once more first."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ABACUS_RAY_OBJECT_STORE_MB": "1"}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, "-m", "abacus_ray.cli", "sweep", "fig10_k", "--no-eval",
+                           "--storage", str(tmp_path / "store")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "the embedded local Ray did not start (" in line, done.stderr
+    assert "minimum" in line and not (tmp_path / "store").exists()

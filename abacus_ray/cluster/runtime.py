@@ -24,10 +24,11 @@ import logging
 import os
 import secrets
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from abacus_ray import plugins
+from abacus_ray import plugins, text
 
 PROBE_TIMEOUT_S = 3.0  # a head that does not accept a connection in this long is refused
 CLUSTER_ENV = {
@@ -155,17 +156,29 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
         ray.init(address=address, log_to_driver=not quiet, runtime_env=_job_env())
         return address
     ensure_token()
-    with _embedded_settings():
-        ray.init(
-            address="local",
-            num_cpus=num_cpus,
-            num_gpus=num_gpus,
-            include_dashboard=False,
-            object_store_memory=int(os.environ.get("ABACUS_RAY_OBJECT_STORE_MB", "300")) * 1024**2,
-            log_to_driver=not quiet,
-            _node_ip_address="127.0.0.1",
-            runtime_env=_job_env(),
-        )
+    for attempt in (1, 2):
+        try:
+            with _embedded_settings():
+                ray.init(
+                    address="local",
+                    num_cpus=num_cpus,
+                    num_gpus=num_gpus,
+                    include_dashboard=False,
+                    object_store_memory=int(os.environ.get("ABACUS_RAY_OBJECT_STORE_MB", "300"))
+                    * 1024**2,
+                    log_to_driver=not quiet,
+                    _node_ip_address="127.0.0.1",
+                    runtime_env=_job_env(),
+                )
+            break
+        except Exception as e:  # RAY: a local node that does not come up is a bare Exception
+            ray.shutdown()  # what did start (GCS, a raylet) goes, so a retry starts clean
+            if attempt == 2 or "timed out" not in str(e):  # only a slow start is worth a retry
+                raise OSError(f"the embedded local Ray did not start ({text.reason(e)}); retry "
+                              "on a quieter machine, or give --address of a running cluster"
+                              ) from None
+            print(f"abacus-ray: the embedded local Ray did not start ({text.reason(e)}); "
+                  "starting it once more", file=sys.stderr)
     return "local"
 
 
