@@ -17,12 +17,13 @@ trial's model_id (it should: same config, same thread count).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from abacus_ray import storage
 
 CLI = [sys.executable, "-m", "abacus_ray.cli"]
 
@@ -34,8 +35,9 @@ def run(args: list[str], env: dict[str, str]) -> None:
 
 
 def meta_of(out: Path) -> dict:
+    """The last checkpoint's meta.json under `out`, read through the storage owner."""
     (step,) = sorted(out.glob("**/step-*/meta.json"))[-1:]
-    return json.loads(step.read_text())
+    return storage.read_json(storage.on_disk(step))
 
 
 def rate(meta: dict) -> float:

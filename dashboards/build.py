@@ -75,7 +75,7 @@ def build_site(results: Location, out_dir: Path,
     path.
 
     `results` may be a results directory, a sweep root holding `results/`, or a storage root with
-    several sweeps (`evaluation.places.results_dirs`), resolved by the caller. `claims`
+    several sweeps (`evaluation.locate.results_dirs`), resolved by the caller. `claims`
     finds each sweep's figure claim, whose verdicts the index page lists first.
     """
     out = Path(out_dir)

@@ -2,7 +2,7 @@
 to, and the labels (architecture, block, run) the paper's figures are drawn by.
 
 A *results tree* is what `abacus-ray dashboard RESULTS` accepts, as every command that reads results
-does (`evaluation.places.results_dirs`): a results directory itself (`part-*.parquet`), a sweep root
+does (`evaluation.locate.results_dirs`): a results directory itself (`part-*.parquet`), a sweep root
 holding `results/`, or a storage root holding several sweep roots. Every row gets a `sweep` column:
 the prefix of its `run_id` before the first '/' (sweep files name runs `fig10_k/max_k=6_seed=0`),
 else the name of the sweep directory.
@@ -25,7 +25,7 @@ from abacus_ray import storage
 from abacus_ray.config.identity import EXECUTION_ONLY
 from abacus_ray.config.model import architecture_name, block_name
 from abacus_ray.evaluation.aggregate import MODEL_KEYS
-from abacus_ray.evaluation.places import read_each, results_dirs
+from abacus_ray.evaluation.locate import read_each, results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells
 from abacus_ray.model.checkpoint import located
 from abacus_ray.storage import Location

@@ -16,7 +16,7 @@ from abacus_ray import storage
 from abacus_ray.cli import main as cli_main
 from abacus_ray.config import preset
 from abacus_ray.evaluation.aggregate import wilson_interval
-from abacus_ray.evaluation.places import results_dirs
+from abacus_ray.evaluation.locate import results_dirs
 from abacus_ray.evaluation.results import config_columns, write_cells
 from abacus_ray.storage import on_disk
 from dashboards import paper_values

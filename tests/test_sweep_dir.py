@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from abacus_ray import storage
 from abacus_ray.cli.dashboard import default_out
-from abacus_ray.evaluation.places import evaluation_places
+from abacus_ray.evaluation.locate import eval_targets
 from abacus_ray.storage import on_disk
 from abacus_ray.sweep_dir import SweepDir
 from dashboards.build import build_site
@@ -48,7 +48,7 @@ def test_a_sweep_root_is_recognised_from_itself_and_its_results(tmp_path):
     assert SweepDir.at(loc.parent.parent) is None  # a storage root is no sweep root
     assert SweepDir.holding(storage.resolve(tmp_path / "runs" / "s")) is None
     assert default_out(loc) == default_out(loc.parent) == tmp_path / "runs" / "s" / "dashboard"
-    place, = evaluation_places(loc.parent.parent)
+    place, = eval_targets(loc.parent.parent)
     assert (Path(place.models), Path(place.results)) == (Path(loc.parent), Path(loc))
 
 

@@ -11,7 +11,7 @@
     print(found.conclusion, found.cells().shape)
     print(api.verdict(found.results))                        # Verdict: shown, contradicted, ...
 
-Paths and object-store URIs (s3://, gs://) are taken wherever a place is. Bad input is one
+Paths and object-store URIs (s3://, gs://) are taken wherever a location is. Bad input is one
 `ValueError` (or an `OSError` naming its path) raised before work starts, its message naming the
 option as the command line spells it. The command line parses its flags, calls these and prints
 what they return (docs/guide.md, "Python API").
@@ -22,12 +22,12 @@ what they return (docs/guide.md, "Python API").
 | `train(config, out, ...)` | train (or `resume=True`) one model on this machine | `Trained` |
 | `evaluate(checkpoints, out, ...)` | score checkpoints on a grid into Parquet | `Evaluated` |
 | `score_problems(checkpoint, file, out)` | score one model on a problem file | `Scored` |
-| `evaluate_all(results, ...)` | every model under a place, on Ray | `ScoredPlace` list |
+| `evaluate_all(results, ...)` | every model under a results root, on Ray | `ScoredTarget` list |
 | `load_sweep(name)` | a figure's sweep or a sweep file's `SWEEP` | `Sweep` |
 | `prepare(sweep, SweepOptions(...))` | a sweep checked, expanded, not started | `SweepPlan` |
 | `run(plan)` | train, score and draw a prepared sweep on Ray | `SweepResult` |
 | `sweep(name, **options)` | `run(prepare(...))` | `SweepResult` |
-| `cells(results)` | every cell row under a results place | `pandas.DataFrame` |
+| `cells(results)` | every cell row under a results root | `pandas.DataFrame` |
 | `verdict(results)` | one sweep's claim judged on its results | `Verdict` or None |
 | `claims_table(root)` | every sweep's verdict under a storage root | Markdown text |
 """
@@ -46,7 +46,7 @@ _NAMES = {
     "evaluate": ("api.runs", "evaluate"), "Evaluated": ("api.runs", "Evaluated"),
     "score_problems": ("api.runs", "score_problems"), "Scored": ("api.runs", "Scored"),
     "evaluate_all": ("api.evaluate_all", "evaluate_all"),
-    "ScoredPlace": ("api.evaluate_all", "ScoredPlace"),
+    "ScoredTarget": ("api.evaluate_all", "ScoredTarget"),
     "load_sweep": ("api.sweeps", "load_sweep"), "SweepOptions": ("api.sweeps", "SweepOptions"),
     "prepare": ("api.sweeps", "prepare"), "SweepPlan": ("api.sweeps", "SweepPlan"),
     "run": ("api.sweeps", "run"), "sweep": ("api.sweeps", "sweep"),

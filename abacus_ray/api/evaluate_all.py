@@ -1,7 +1,7 @@
-"""Every trained model under a results place, scored through Ray Data: what `abacus-ray eval-all`
-runs (its --help says which models a place holds), and `abacus_ray.api.evaluate_all`.
+"""Every trained model under a results root, scored through Ray Data: what `abacus-ray eval-all`
+runs (its --help says which models a results root holds), and `abacus_ray.api.evaluate_all`.
 
-Everything is checked before Ray starts: the grids, the statuses to include, every place and
+Everything is checked before Ray starts: the grids, the statuses to include, every target and
 every checkpoint (loaded once, weights-only and hash-checked: `checked_models`), and the work
 planned (which checks every cell against its model's Abacus table).
 """
@@ -20,7 +20,7 @@ from abacus_ray.api.checks import check_cluster, check_num_cpus, join_cluster, l
 from abacus_ray.config import EvalConfig
 from abacus_ray.config.dicts import with_overrides
 from abacus_ray.evaluation.grids import resolve_grid_names
-from abacus_ray.evaluation.places import evaluation_places
+from abacus_ray.evaluation.locate import eval_targets
 from abacus_ray.evaluation.results import done_keys
 from abacus_ray.sweep_dir import SweepDir
 from abacus_ray.text import one_line
@@ -30,7 +30,7 @@ MAX_RECORD_BYTES = 16 << 20  # a trial record: about 100 bytes a trial, at most 
 
 
 @dataclass(frozen=True)
-class ScoredPlace:
+class ScoredTarget:
     """One results directory's share of an `evaluate_all`: its models, the cells scored now and
     those already there, and the seconds it took."""
 
@@ -77,30 +77,30 @@ def sweep_models(root: storage.Location, include: frozenset[str]) -> list:
     return [root / rel for rel in trial_status.checkpoints_to_score(record, include, str(path))]
 
 
-def places_of(results: storage.Location, given: str, out: str | None,
+def targets_of(results: storage.Location, given: str, out: str | None,
               include: str | None) -> list[tuple[list, storage.Location]]:
-    """(models, where their results go) per place under `results` (`given`: as the user wrote it)
+    """(models, where their results go) per target under `results` (`given`: as the user wrote it)
     that holds models; each results directory probed for writing, naming `--out` only when it was
     given."""
     statuses = trial_status.parse_include(include)
-    places = evaluation_places(results)
+    targets = eval_targets(results)
     if out:
-        out_loc = storage.resolve(out, flag="--out")  # probed below, as every place is
-        places = [dataclasses.replace(p, results=out_loc) for p in places]
-    found, sweeps = [], any(p.sweep for p in places)
-    for place in places:
+        out_loc = storage.resolve(out, flag="--out")  # probed below, as every target is
+        targets = [dataclasses.replace(t, results=out_loc) for t in targets]
+    found, sweeps = [], any(t.sweep for t in targets)
+    for target in targets:
         try:
-            models = (sweep_models(place.models, statuses) if place.sweep
-                      else find_models(place.models))
+            models = (sweep_models(target.models, statuses) if target.sweep
+                      else find_models(target.models))
         except (OSError, ValueError) as e:
-            if len(places) == 1:  # the one place asked for: its fault is the command's
+            if len(targets) == 1:  # the one target asked for: its fault is the command's
                 raise
             # one sweep of a storage root without (or with a damaged) trial record: the rest are
             # scored
-            print(f"eval-all: skipped {place.models}: {one_line(str(e))}", file=sys.stderr)
+            print(f"eval-all: skipped {target.models}: {one_line(str(e))}", file=sys.stderr)
             continue
         if models:
-            found.append((models, place.results))
+            found.append((models, target.results))
     if not found:
         hint = " (finished trials only; --include adds others)"
         hint = "" if include or not sweeps else hint
@@ -126,32 +126,32 @@ def checked_models(models: list, out: storage.Location) -> list:
 
 def evaluate_all(results: str, *, grids: Sequence[str] | None = None, out: str | None = None,
                  include: str | None = None, per_cell: int | None = None, seed: int | None = None,
-                 address: str | None = None, num_cpus: int | None = None) -> list[ScoredPlace]:
+                 address: str | None = None, num_cpus: int | None = None) -> list[ScoredTarget]:
     """Score every model under `results` on `grids` (default: the paper's 100+ diagonal) into each
     sweep's own `results/` (or `out`), only the missing cells; `include`: a comma list of the
     other trial statuses whose last checkpoint is scored too."""
     from abacus_ray.evaluation.work import Source, work_items  # heavy: torch
 
     resolved = resolve_grid_names(tuple(grids or DEFAULT_GRIDS))
-    trial_status.parse_include(include)  # a bad status in one line, before any place is read
+    trial_status.parse_include(include)  # a bad status in one line, before any results root is read
     eval_cfg = with_overrides(EvalConfig(), {k: v for k, v in (("per_cell", per_cell),
                                                                ("seed", seed)) if v is not None})
     check_num_cpus(num_cpus)
     check_cluster(address)  # an unreachable head or no token: one line, in seconds
-    place = storage.probe(results, "RESULTS", write=False)  # a bad URI in one line, in seconds
+    root = storage.probe(results, "RESULTS", write=False)  # a bad URI in one line, in seconds
     jobs = []
-    for models, where in places_of(place, results, out, include):
+    for models, where in targets_of(root, results, out, include):
         # a local one by its real path (links followed), as its rows will name it
         models = [storage.on_disk(m.as_path().resolve()) if m.local else m for m in models]
         done_keys(where)  # a foreign or unreadable results directory: refused before Ray starts
         models = checked_models(models, where)
         jobs.append((len(models), where,
                      work_items([Source(str(m)) for m in models], resolved, eval_cfg, where)))
-    return _on_ray(jobs, eval_cfg, place, address, num_cpus)
+    return _on_ray(jobs, eval_cfg, root, address, num_cpus)
 
 
-def _on_ray(jobs: list, eval_cfg: EvalConfig, place: storage.Location, address: str | None,
-            num_cpus: int | None) -> list[ScoredPlace]:
+def _on_ray(jobs: list, eval_cfg: EvalConfig, root: storage.Location, address: str | None,
+            num_cpus: int | None) -> list[ScoredTarget]:
     from abacus_ray.cluster import runtime  # heavy: Ray, only once everything is checked
     from abacus_ray.cluster.grid_eval import evaluate_on_ray
     from abacus_ray.cluster.shared_dir import check_every_node_sees
@@ -160,11 +160,11 @@ def _on_ray(jobs: list, eval_cfg: EvalConfig, place: storage.Location, address: 
     leave_working_dir(storage.driver_dir(jobs[0][1], "."))
     join_cluster(address, num_cpus=num_cpus)
     runtime.quiet_data_progress()
-    if place.local:  # evaluators on other nodes read the checkpoints: they must see this directory
-        check_every_node_sees(place.as_path(), "RESULTS")
+    if root.local:  # evaluators on other nodes read the checkpoints: they must see this directory
+        check_every_node_sees(root.as_path(), "RESULTS")
     scored = []
     for n_models, where, work in jobs:
         report = evaluate_on_ray(work, eval_cfg, where)
-        scored.append(ScoredPlace(str(where), n_models, report.cells, report.skipped,
+        scored.append(ScoredTarget(str(where), n_models, report.cells, report.skipped,
                                   report.seconds))
     return scored

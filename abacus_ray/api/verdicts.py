@@ -19,7 +19,7 @@ from abacus_ray import figures, storage
 from abacus_ray.config import PRESETS, preset
 from abacus_ray.evaluation.claim_record import claim_from_dict
 from abacus_ray.evaluation.claims import Claim, Verdict, judge, per_seed
-from abacus_ray.evaluation.places import read_each, results_dirs
+from abacus_ray.evaluation.locate import read_each, results_dirs
 from abacus_ray.evaluation.results import part_files, read_cells_table
 from abacus_ray.storage import Location
 from abacus_ray.sweep_dir import SweepDir
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 FIG10 = "fig10_k"
 
 
-def read_places(results: Location) -> tuple[pd.DataFrame, list[tuple[Location, pd.DataFrame]]]:
+def read_results(results: Location) -> tuple[pd.DataFrame, list[tuple[Location, pd.DataFrame]]]:
     """Every cell row under RESULTS as one DataFrame, and each results directory (one, or a storage
     root's several sweeps') with its own rows."""
     def read(d: Location) -> pa.Table:
@@ -39,14 +39,14 @@ def read_places(results: Location) -> tuple[pd.DataFrame, list[tuple[Location, p
             sweep.read_record()  # a damaged record is refused here, with its results
         return read_cells_table(d)
 
-    # a place that holds no results is named itself
+    # a root that holds no results is named itself
     tables = read_each(results_dirs(results, flag=""), read, "summary")
-    places = [(d, t.to_pandas()) for d, t in tables]
-    if len(places) == 1:
-        return places[0][1], places
+    per_dir = [(d, t.to_pandas()) for d, t in tables]
+    if len(per_dir) == 1:
+        return per_dir[0][1], per_dir
     return pa.concat_tables(
         [t for _, t in tables], promote_options="permissive"
-    ).to_pandas(), places
+    ).to_pandas(), per_dir
 
 
 def without_seed(name: object) -> object:
@@ -164,14 +164,14 @@ def scale_of(record: dict | None, cells: pd.DataFrame) -> str:
     return named[0] if named else "custom" if widths else "-"
 
 
-def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
+def claims_table(per_dir: list[tuple[Location, pd.DataFrame]]) -> str:
     """A Markdown table, one row per sweep: what its figure claims, what the paper reports and what
     its results decide."""
     lines = [
         "| sweep | figure | claim | paper | verdict | evidence | per seed | scale | trials |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for results, cells in places:
+    for results, cells in per_dir:
         record = _sweep_record(results)
         sweep = SweepDir.holding(results)
         name = sweep.name if sweep is not None else str(results)
@@ -187,7 +187,7 @@ def claims_table(places: list[tuple[Location, pd.DataFrame]]) -> str:
             else [name, "-", "no figure claims this sweep", "-", "-", "-", "-"]
         ) + [scale_of(record, cells), trials]
         lines.append(_row(row))
-    lines += [_row(row) for row in across_rows(places)]
+    lines += [_row(row) for row in across_rows(per_dir)]
     return "\n".join(lines)
 
 
@@ -195,13 +195,13 @@ def _row(cells: list) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
-def across_rows(places: list[tuple[Location, pd.DataFrame]]) -> list[list[str]]:
+def across_rows(per_dir: list[tuple[Location, pd.DataFrame]]) -> list[list[str]]:
     """The claims-table rows of claims that span sweeps (`figures.across`), each judged on its
     sweeps' rows together where all of them are present."""
     import pandas as pd
 
     by_name = {}
-    for results, cells in places:
+    for results, cells in per_dir:
         sweep = SweepDir.holding(results)
         if sweep is not None:
             by_name[sweep.name] = (results, cells)
@@ -222,21 +222,21 @@ def across_rows(places: list[tuple[Location, pd.DataFrame]]) -> list[list[str]]:
 def cells_of(results: str) -> pd.DataFrame:
     """Every cell row under `results` (a results directory, a sweep root or a storage root: a path
     or a URI) as one DataFrame."""
-    return read_places(storage.probe(results, "RESULTS", write=False))[0]
+    return read_results(storage.probe(results, "RESULTS", write=False))[0]
 
 
 def verdict_of(results: str) -> Verdict | None:
     """The verdict of the claim one sweep's results answer (its figure's, or its sweep file's
     own `CLAIM`), judged at the scale it ran at; None where nothing claims them."""
     loc = storage.probe(results, "RESULTS", write=False)
-    _, places = read_places(loc)
-    if len(places) > 1:
-        raise ValueError(f"RESULTS: {loc} holds {len(places)} sweeps' results; give one sweep's, "
+    _, per_dir = read_results(loc)
+    if len(per_dir) > 1:
+        raise ValueError(f"RESULTS: {loc} holds {len(per_dir)} sweeps' results; give one sweep's, "
                          "or read them all with claims_table")
-    return verdict(*places[0])
+    return verdict(*per_dir[0])
 
 
 def claims_of(root: str) -> str:
     """The Markdown table of every sweep under `root` (and every claim that spans two of them):
     claim, paper, verdict, evidence, per seed, scale, trials."""
-    return claims_table(read_places(storage.probe(root, "RESULTS", write=False))[1])
+    return claims_table(read_results(storage.probe(root, "RESULTS", write=False))[1])

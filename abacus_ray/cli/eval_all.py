@@ -5,7 +5,7 @@ RESULTS, scored through Ray Data.
 
 RESULTS is a sweep root, a storage root holding several sweeps (a sweep's `--storage`, a bucket
 prefix), a sweep's results directory, or a directory of `abacus-ray train --out` runs, as for
-`summary` and `dashboard` (`evaluation.places`); nothing above RESULTS is searched but a results
+`summary` and `dashboard` (`evaluation.locate`); nothing above RESULTS is searched but a results
 directory's own sweep. In a sweep, the models are what the sweep scored: the final checkpoints of
 its finished trials, from its trial record (`trials.parquet`); `--include` adds the last checkpoint
 of stopped, diverged or errored trials. Under a storage root, a sweep without its trial record

@@ -155,9 +155,9 @@ def handler(args: argparse.Namespace) -> int:
 def verdicts(root: storage.Location) -> str:
     """The storage root's table of verdicts (as `abacus-ray summary` prints it) and its
     dashboard's front page, rebuilt over every sweep."""
-    from abacus_ray.api.verdicts import claim_for, claims_table, read_places
+    from abacus_ray.api.verdicts import claim_for, claims_table, read_results
     from abacus_ray.cli.dashboard import build_whole, default_out
 
-    _, places = read_places(root)
+    _, per_dir = read_results(root)
     site = build_whole(root, default_out(root), claim_for)
-    return f"{claims_table(places)}\n\nreproduce: dashboard {site}"
+    return f"{claims_table(per_dir)}\n\nreproduce: dashboard {site}"

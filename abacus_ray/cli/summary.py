@@ -29,7 +29,7 @@ from abacus_ray.api.verdicts import (
     claims_table,
     comparison,
     offsets_verdict,
-    read_places,
+    read_results,
     verdict,
     without_seed,
 )
@@ -87,10 +87,10 @@ def handler(args: argparse.Namespace) -> int:
 
     # resolved once: a bad URI is refused naming RESULTS, in seconds
     results = storage.probe(args.results, "RESULTS", write=False)
-    cells, places = read_places(results)
+    cells, per_dir = read_results(results)
     top = results.path.rstrip("/")
     # a storage root
-    several = len(places) > 1 or places[0][0].parent.parent.path.rstrip("/") == top
+    several = len(per_dir) > 1 or per_dir[0][0].parent.parent.path.rstrip("/") == top
     if args.compare:
         print(comparison(cells, args.compare))
         return 0
@@ -128,7 +128,7 @@ def handler(args: argparse.Namespace) -> int:
         print(format_table(table))
     if several:
         print()
-        print(claims_table(places))
-    elif (found := verdict(*places[0])) is not None:
+        print(claims_table(per_dir))
+    elif (found := verdict(*per_dir[0])) is not None:
         print(found.line())
     return 0

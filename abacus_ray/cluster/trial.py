@@ -80,8 +80,8 @@ def _check_room(checkpoint: Path, train_path: str | None) -> None:
     object store, which has no free-space figure) cannot hold twice over."""
     if train_path is None:
         return
-    place = storage.on_disk(Path(train_path))
-    free = storage.free_bytes(place)
+    disk = storage.on_disk(Path(train_path))
+    free = storage.free_bytes(disk)
     if free is not None and free < 2 * storage.tree_bytes(storage.on_disk(checkpoint)):
         raise _NoRoom(errno.ENOSPC, os.strerror(errno.ENOSPC), train_path)
 

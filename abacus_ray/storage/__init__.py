@@ -25,7 +25,7 @@ A path or URI is resolved once, where it enters (the command line); everything b
     located(fs, path) -> Location           # a file system + path another library (Ray) handed over
     on_disk(path) -> Location               # a Path this process holds (a temporary directory)
     probe(uri, "--storage") -> Location     # resolve + check_location: one-line StorageError
-    check_location(loc, "--out")            # small write/list/delete of a resolved place
+    check_location(loc, "--out")            # small write/list/delete of a resolved location
     local_path(uri, "--problems", "a problem file") -> Path  # this machine's files only
     not_a_file(path, "missing", "a problem file")  # the error for a missing file (or a directory)
     loc / "fig10_k" / "sweep.json"          # join (also loc.join(*parts)); str(loc) is the URI
@@ -41,7 +41,7 @@ A path or URI is resolved once, where it enters (the command line); everything b
                                             # manifest on an object store (`dirs` says what holds
                                             # on each)
     upload(local_dir, loc), download(loc, local_dir)  # whole directories to and from this machine
-    with lease(loc, "--out"): ...           # one owner per output place (`lease`)
+    with lease(loc, "--out"): ...           # one owner per output directory (`lease`)
 
 `StorageError` is a `ValueError`: the command line prints it as one line and exits 2. The modules:
 `location` (parsing into a `Location`), `files` (files and Parquet, atomic writes), `dirs` (whole

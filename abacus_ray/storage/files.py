@@ -87,21 +87,21 @@ def find(loc: Location, name: str) -> list[Location]:
     return [loc.join(r) for r in rel]
 
 
-def not_a_file(place: Path | Location, missing: str, what: str) -> OSError:
+def not_a_file(path: Path | Location, missing: str, what: str) -> OSError:
     """The error for a file that is not where it should be: `PLACE: missing` (e.g. "no such problem
     file"), or, for a directory or another kind of file in its place (a FIFO, a device), what it is
-    instead of `what` (e.g. "a problem file"). `place` is a `Path` for a file on this machine only
+    instead of `what` (e.g. "a problem file"). `path` is a `Path` for a file on this machine only
     (named as the user wrote it)."""
-    if isinstance(place, Location):
-        directory = is_dir(place)
+    if isinstance(path, Location):
+        directory = is_dir(path)
     else:
-        directory = place.is_dir()
-        kind = _special_kind(str(place))
+        directory = path.is_dir()
+        kind = _special_kind(str(path))
         if kind is not None and not directory:
-            return OSError(f"{place}: {kind}, not {what} (only regular files are read)")
+            return OSError(f"{path}: {kind}, not {what} (only regular files are read)")
     if directory:
-        return IsADirectoryError(f"{place}: is a directory, not {what}")
-    return FileNotFoundError(f"{place}: {missing}")
+        return IsADirectoryError(f"{path}: is a directory, not {what}")
+    return FileNotFoundError(f"{path}: {missing}")
 
 
 def _special_kind(path: str) -> str | None:

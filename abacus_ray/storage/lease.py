@@ -1,8 +1,8 @@
-"""One owner per output place: a lease a run takes before any work and gives back at its end.
+"""One owner per output directory: a lease a run takes before any work and gives back at its end.
 
 Two sweeps into one `--storage`, or two `train` runs into one `--out`, would train into the same
-trial directories and leave a mix of both. So a run that writes a place takes its lease first, the
-file `.lease` in it: on a local disk by an exclusive create (`O_CREAT | O_EXCL`: of two runs
+trial directories and leave a mix of both. So a run that writes a directory takes its lease first,
+the file `.lease` in it: on a local disk by an exclusive create (`O_CREAT | O_EXCL`: of two runs
 exactly one gets it); on an object store, which `pyarrow.fs` offers no conditional write for, by
 writing this run's token, waiting `SETTLE_S` and reading it back (the later of two writers wins,
 and the earlier sees another token and stops before any work). A second run is refused in one
@@ -93,32 +93,32 @@ def _take(path: Location, me: dict) -> bool:
     return _read(path).get("token") == me["token"]
 
 
-def _acquire(place: Location, path: Location, me: dict, flag: str, break_lease: bool) -> None:
+def _acquire(directory: Location, path: Location, me: dict, flag: str, break_lease: bool) -> None:
     """Take the lease at `path` for `me`, or refuse naming its holder."""
     if not _take(path, me):
         owner = _read(path)
         if not (break_lease or _gone(owner)):
             raise StorageError(
-                f"{flag}: {place} is in use by another run ({_who(owner)}); wait for it to end, "
-                "or, if that run is gone, rerun with --break-lease")
+                f"{flag}: {directory} is in use by another run ({_who(owner)}); wait for it to "
+                "end, or, if that run is gone, rerun with --break-lease")
         how = "broken (--break-lease)" if break_lease else "taken over: that process is gone"
-        print(f"lease of {place}: the lease of {_who(owner)} {how}", file=sys.stderr)
+        print(f"lease of {directory}: the lease of {_who(owner)} {how}", file=sys.stderr)
         delete(path, quiet=True)
         if not _take(path, me):
-            raise StorageError(f"{flag}: {place} was taken by another run meanwhile "
+            raise StorageError(f"{flag}: {directory} was taken by another run meanwhile "
                                f"({_who(_read(path))})")
 
 
 @contextlib.contextmanager
-def lease(place: Location, flag: str, *, break_lease: bool = False) -> Iterator[None]:
-    """Hold the lease of `place` (a directory, made where missing) for the `with` block; refused in
-    one `StorageError` line naming `flag` where another run holds it."""
-    made = missing_dirs(Path(place.path)) if place.local else []
-    if place.local:
-        os.makedirs(place.path, exist_ok=True)
-    path, me = place / LEASE_FILE, _mine()
+def lease(directory: Location, flag: str, *, break_lease: bool = False) -> Iterator[None]:
+    """Hold the lease of `directory` (made where missing) for the `with` block; refused in one
+    `StorageError` line naming `flag` where another run holds it."""
+    made = missing_dirs(Path(directory.path)) if directory.local else []
+    if directory.local:
+        os.makedirs(directory.path, exist_ok=True)
+    path, me = directory / LEASE_FILE, _mine()
     try:
-        _acquire(place, path, me, flag, break_lease)
+        _acquire(directory, path, me, flag, break_lease)
     except BaseException:
         remove_empty(made)
         raise

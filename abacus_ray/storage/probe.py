@@ -1,4 +1,4 @@
-"""Storage checked before any work starts: `probe` a place (write, list, delete in seconds) and
+"""Storage checked before any work starts: `probe` a location (write, list, delete in seconds) and
 `check_local_dir`; every failure is one `StorageError` line naming the flag and the URI.
 """
 
@@ -19,7 +19,7 @@ from abacus_ray.text import shorten
 
 def probe(given: str, flag: str, *, write: bool = True) -> Location:
     """Resolve `given` (a path or URI from the command line) and `check_location` it: the one call
-    that turns a place argument into a `Location`, refused in one line before any work starts."""
+    that turns a location argument into a `Location`, refused in one line before any work starts."""
     return check_location(resolve(given, flag=flag), flag, write=write)
 
 

@@ -1,17 +1,18 @@
 """Where results are: the one reading of a RESULTS argument that every command shares.
 
 A command that reads results (`summary`, `dashboard`) or adds to them (`eval-all`) accepts any of
-the three places a run leaves, on a local disk or as an object-store URI:
+the three kinds of directory a run leaves (a *results root*), on a local disk or as an object-store
+URI:
 
 * a *results directory*: `part-*.parquet` in it (what `abacus-ray eval --out` writes);
 * a *sweep root*: the directory a sweep writes (`results/`, `train/`, `sweep.json`), e.g.
   `results/demo/fig10_k`;
 * a *storage root*: a directory of sweep roots (a sweep's `--storage`, a bucket prefix).
 
-`results_dirs` lists the results directories a place holds, for readers; `evaluation_places` pairs
-each place's checkpoints with the results directory they belong in, for `eval-all`. Both refuse, in
-one line naming the argument (`flag`, or with `flag=""` the place itself), a place that does not
-exist or holds none.
+`results_dirs` lists the results directories a results root holds, for readers; `eval_targets`
+pairs each root's checkpoints with the results directory they belong in, for `eval-all`. Both
+refuse, in one line naming the argument (`flag`, or with `flag=""` the root itself), a root that
+does not exist or holds none.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def read_each(dirs: list[Location], read: Callable[[Location], T],
 
 
 @dataclass(frozen=True)
-class EvaluationPlace:
+class EvalTarget:
     """Checkpoints to score and the results directory their rows go to. In a sweep (`sweep`), the
     checkpoints its trial record lists (`abacus_ray.trial_status`); elsewhere the latest checkpoint
     of `models` itself or of each run directory directly in it."""
@@ -106,12 +107,12 @@ def _is_run(loc: Location) -> bool:
     return any(is_checkpoint_name(c.name) for c in storage.listdir(loc))
 
 
-def _at(root: Location, results: Location) -> EvaluationPlace:
-    return EvaluationPlace(root, results, sweep=_is_sweep(root))
+def _at(root: Location, results: Location) -> EvalTarget:
+    return EvalTarget(root, results, sweep=_is_sweep(root))
 
 
-def evaluation_places(loc: Location, flag: str = "RESULTS") -> list[EvaluationPlace]:
-    """Where `eval-all TARGET` finds models and writes their results, one place per sweep, never
+def eval_targets(loc: Location, flag: str = "RESULTS") -> list[EvalTarget]:
+    """Where `eval-all TARGET` finds models and writes their results, one target per sweep, never
     above TARGET but for a results directory's own sweep or run: a results directory and the sweep
     root (or training run) it lies in, else itself alone; a sweep root and its `results/`; each
     sweep root of a storage root; any other directory of trained runs (`abacus-ray train --out`
@@ -121,8 +122,8 @@ def evaluation_places(loc: Location, flag: str = "RESULTS") -> list[EvaluationPl
         parent = loc.parent
         if parent.path != loc.path and (_is_sweep(parent) or _is_run(parent)):
             return [_at(parent, loc)]
-        return [EvaluationPlace(loc, loc)]  # checkpoints inside it only, if any
+        return [EvalTarget(loc, loc)]  # checkpoints inside it only, if any
     if SweepDir.at(loc) is not None:
         return [_at(loc, SweepDir.of(loc).results)]
     roots = [d for c in storage.listdir(loc) if storage.is_dir(c) and (d := SweepDir.at(c))]
-    return [_at(d.root, d.results) for d in roots] or [EvaluationPlace(loc, loc / RESULTS_DIR)]
+    return [_at(d.root, d.results) for d in roots] or [EvalTarget(loc, loc / RESULTS_DIR)]

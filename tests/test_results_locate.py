@@ -11,7 +11,7 @@ import pytest
 
 from abacus_ray import storage
 from abacus_ray.cli import main
-from abacus_ray.evaluation.places import evaluation_places, results_dirs
+from abacus_ray.evaluation.locate import eval_targets, results_dirs
 from abacus_ray.storage import on_disk
 from dashboards.sample import synthetic_results
 
@@ -74,7 +74,7 @@ def test_the_readers_share_one_reading_of_a_place(tmp_path):
 
 def _places(target: Path) -> list[tuple[Path, Path]]:
     return [(p.models.as_path(), p.results.as_path())
-            for p in evaluation_places(storage.resolve(target))]
+            for p in eval_targets(storage.resolve(target))]
 
 
 def test_eval_all_scores_each_sweep_into_its_own_results(tmp_path):
@@ -91,7 +91,7 @@ def test_eval_all_scores_each_sweep_into_its_own_results(tmp_path):
 
 def test_a_missing_place_is_refused_naming_results(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"^RESULTS: .*nowhere: no such results directory"):
-        evaluation_places(storage.resolve(tmp_path / "nowhere"))
+        eval_targets(storage.resolve(tmp_path / "nowhere"))
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotADirectoryError, match=r"^RESULTS: .*file: is not a directory"):
         results_dirs(storage.resolve(tmp_path / "file"))
@@ -120,12 +120,12 @@ def _eval_all_models(place: Path, *flags: str, base: Path | None = None) -> list
     """The checkpoints `eval-all PLACE FLAGS` would score, per place, as paths relative to `base`
     (default: `place`)."""
     from abacus_ray import storage
-    from abacus_ray.api.evaluate_all import places_of
+    from abacus_ray.api.evaluate_all import targets_of
 
     given = {"out": None, "include": None}
     for flag, value in zip(flags[::2], flags[1::2], strict=True):
         given[flag.lstrip("-")] = value
-    found = places_of(storage.resolve(place), str(place), given["out"], given["include"])
+    found = targets_of(storage.resolve(place), str(place), given["out"], given["include"])
     return [[str(Path(m).relative_to(base or place)) for m in models] for models, _ in found]
 
 
@@ -141,7 +141,7 @@ def test_eval_all_never_looks_above_the_place_it_was_given(tmp_path, capsys, no_
 
 def test_eval_all_scores_what_the_sweep_scored(tmp_path, capsys, no_ray):
     from abacus_ray import storage, trial_status
-    from abacus_ray.evaluation.places import EvaluationPlace
+    from abacus_ray.evaluation.locate import EvalTarget
     from abacus_ray.sweep_dir import SweepDir
 
     sweep = write_sweep(tmp_path, "s")
@@ -159,8 +159,8 @@ def test_eval_all_scores_what_the_sweep_scored(tmp_path, capsys, no_ray):
     assert _eval_all_models(sweep) == [["train/train-a/step-000000001"]]
     # a results directory: its own sweep's
     assert _eval_all_models(sweep / "results", base=sweep) == [["train/train-a/step-000000001"]]
-    assert evaluation_places(storage.resolve(sweep / "results")) == [
-        EvaluationPlace(storage.resolve(sweep), storage.resolve(sweep / "results"), sweep=True)]
+    assert eval_targets(storage.resolve(sweep / "results")) == [
+        EvalTarget(storage.resolve(sweep), storage.resolve(sweep / "results"), sweep=True)]
     assert _eval_all_models(sweep, "--include", "diverged,error") == [
         [f"train/train-{t}/step-000000001" for t in "acd"]]
     assert _eval_all_models(tmp_path) == [["s/train/train-a/step-000000001"]]  # a storage root
