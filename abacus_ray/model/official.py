@@ -40,7 +40,7 @@ from abacus_ray.model.rope import ROPE_BASE
 from abacus_ray.model.transformer import ArithmeticTransformer
 from abacus_ray.tasks.tokenizer import get_tokenizer
 
-WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "model_config.json"
+SAFETENSORS, MODEL_CONFIG = "model.safetensors", "model_config.json"
 MODEL_TYPE = "ScriptableCrammedDepthRecurrent"
 CLASS_SKIP, CLASS_PLAIN = "ScriptableRecurrentLMReplicaConcat", "ScriptableRecurrentLM"
 # vocabulary size -> (tokenizer, index hints) of the official tokenizers (docs/official-code.md §1)
@@ -62,7 +62,7 @@ def _get(arch: dict, dotted: str) -> Any:
     node: Any = arch
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise ValueError(f"{CONFIG_FILE}: no {dotted!r} field "
+            raise ValueError(f"{MODEL_CONFIG}: no {dotted!r} field "
                              "(not an official depth-recurrent arch config)")
         node = node[part]
     return node
@@ -71,7 +71,7 @@ def _get(arch: dict, dotted: str) -> Any:
 def _int(arch: dict, dotted: str, low: int = 1) -> int:
     v = _get(arch, dotted)
     if isinstance(v, bool) or not isinstance(v, int) or v < low:
-        raise ValueError(f"{CONFIG_FILE}: {dotted} must be an integer >= {low}, got {v!r}")
+        raise ValueError(f"{MODEL_CONFIG}: {dotted} must be an integer >= {low}, got {v!r}")
     return v
 
 
@@ -105,30 +105,30 @@ def positions_of(arch: dict) -> str:
     pos, kind, rotary = _get(arch, "embedding.pos_embedding"), _get(arch, "attention.type"), \
         _get(arch, "attention.rotary_embedding")
     if pos not in ("abacus", "learned", "None", None):
-        raise ValueError(f"{CONFIG_FILE}: embedding.pos_embedding {pos!r} is not implemented here "
+        raise ValueError(f"{MODEL_CONFIG}: embedding.pos_embedding {pos!r} is not implemented here "
                          "(abacus, learned, None)")
     base = {"abacus": "abacus", "learned": "learned"}.get(pos, "nope")
     if kind == "pytorch":
         return base  # torch's MultiheadAttention ignores rotary_embedding
     if kind != "self-attention":
-        raise ValueError(f"{CONFIG_FILE}: attention.type {kind!r} is not implemented here "
+        raise ValueError(f"{MODEL_CONFIG}: attention.type {kind!r} is not implemented here "
                          "(pytorch, self-attention)")
     inner = "fire" if rotary == "fire" else "rope" if rotary is True else None
     if inner is None and rotary is not False:
-        raise ValueError(f"{CONFIG_FILE}: attention.rotary_embedding {rotary!r} is not "
+        raise ValueError(f"{MODEL_CONFIG}: attention.rotary_embedding {rotary!r} is not "
                          "implemented here (fire, true, false)")
     if inner is None:
         return base
     if base == "learned":
-        raise ValueError(f"{CONFIG_FILE}: embedding.pos_embedding 'learned' with {inner} is not "
+        raise ValueError(f"{MODEL_CONFIG}: embedding.pos_embedding 'learned' with {inner} is not "
                          "implemented here")
     return inner if base == "nope" else f"abacus+{inner}"
 
 
 def _initial_state(arch: dict) -> tuple[str, float]:
     if _get(arch, "initial_hidden_randomized") is not True:
-        raise ValueError(f"{CONFIG_FILE}: initial_hidden_randomized false (the state starts as the "
-                         "embedding, which is then added again) is not implemented here")
+        raise ValueError(f"{MODEL_CONFIG}: initial_hidden_randomized false (the state starts as "
+                         "the embedding, which is then added again) is not implemented here")
     init = _get(arch, "state_init")
     if init == "embed":
         return "noise", 0.02
@@ -136,7 +136,7 @@ def _initial_state(arch: dict) -> tuple[str, float]:
         return "noise", 1.0
     if init == "zero":
         return "zeros", 0.02
-    raise ValueError(f"{CONFIG_FILE}: state_init {init!r} is not implemented here "
+    raise ValueError(f"{MODEL_CONFIG}: state_init {init!r} is not implemented here "
                      "(embed, normal, zero)")
 
 
@@ -144,22 +144,23 @@ def model_config_of(arch: dict) -> ModelConfig:
     """Our `ModelConfig` for an official arch config, or a ValueError naming the field we cannot
     map."""
     if MODEL_TYPE not in str(arch.get("model_type", "")):
-        raise ValueError(f"{CONFIG_FILE}: model_type {arch.get('model_type')!r} is not "
+        raise ValueError(f"{MODEL_CONFIG}: model_type {arch.get('model_type')!r} is not "
                          f"{MODEL_TYPE} (the only architecture of the paper's runs)")
     if _get(arch, "objective_layout") not in ("TBPTT", "deepthinking"):
-        raise ValueError(f"{CONFIG_FILE}: objective_layout {arch['objective_layout']!r} is not "
+        raise ValueError(f"{MODEL_CONFIG}: objective_layout {arch['objective_layout']!r} is not "
                          "implemented here (TBPTT, the paper's)")
     for key, want in REQUIRED_VALUES.items():
         got = _get(arch, key)
         if got != want:
-            raise ValueError(f"{CONFIG_FILE}: {key} {got!r} is not implemented here "
+            raise ValueError(f"{MODEL_CONFIG}: {key} {got!r} is not implemented here "
                              f"(only {want!r})")
     eps = _get(arch, "norm_eps")
     if not isinstance(eps, (int, float)) or not math.isclose(float(eps), LN_EPS, rel_tol=1e-6):
-        raise ValueError(f"{CONFIG_FILE}: norm_eps {eps!r} is not implemented here (only {LN_EPS})")
+        raise ValueError(f"{MODEL_CONFIG}: norm_eps {eps!r} is not implemented here "
+                         f"(only {LN_EPS})")
     hidden = _int(arch, "hidden_size")
     if _get(arch, "embedding.embedding_dim") != hidden:
-        raise ValueError(f"{CONFIG_FILE}: embedding.embedding_dim "
+        raise ValueError(f"{MODEL_CONFIG}: embedding.embedding_dim "
                          f"{arch['embedding']['embedding_dim']!r} differs from hidden_size "
                          f"{hidden} (an encoder adapter; not implemented here)")
     positions = positions_of(arch)
@@ -182,7 +183,7 @@ def model_config_of(arch: dict) -> ModelConfig:
                              if arch["attention"].get("max_length") else 0),
             eval_recurrences=None if eval_rec in (None, recurrences) else eval_rec)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{CONFIG_FILE}: {as_typed(str(e))}") from None
+        raise ValueError(f"{MODEL_CONFIG}: {as_typed(str(e))}") from None
 
 
 def experiment_from_official(arch: dict, *, task: str | None = None,
@@ -193,7 +194,7 @@ def experiment_from_official(arch: dict, *, task: str | None = None,
     model = model_config_of(arch)
     vocab = _int(arch, "embedding.vocab_size")
     if vocab not in VOCABS:
-        raise ValueError(f"{CONFIG_FILE}: embedding.vocab_size {vocab} is none of the official "
+        raise ValueError(f"{MODEL_CONFIG}: embedding.vocab_size {vocab} is none of the official "
                          f"tokenizers' ({', '.join(f'{n} {t}' for n, (t, _) in VOCABS.items())})")
     tokenizer, hints = VOCABS[vocab]
     task = task or ("sort" if tokenizer == "sort" else "add")
@@ -210,7 +211,7 @@ def experiment_from_official(arch: dict, *, task: str | None = None,
                                eval=EvalConfig(grids=GRIDS[task]))
     except ValueError as e:
         text = as_typed(str(e))
-        raise ValueError(text if text.startswith("--") else f"{CONFIG_FILE}: {text}") from None
+        raise ValueError(text if text.startswith("--") else f"{MODEL_CONFIG}: {text}") from None
     assert get_tokenizer(cfg.task.tokenizer_name).vocab_size == vocab
     return cfg
 
@@ -291,7 +292,7 @@ def map_names(keys: list[str], arch: dict, cfg: ExperimentConfig) -> dict[str, s
             if ours is not None and layer < cfg.model.layers:
                 out[key] = f"layers.{layer}.{ours}"
                 continue
-        raise ValueError(f"{WEIGHTS_FILE}: unexpected tensor {key!r} (no place for it in a "
+        raise ValueError(f"{SAFETENSORS}: unexpected tensor {key!r} (no place for it in a "
                          f"{official_class(arch)} with positions {cfg.model.positions})")
     return out
 
@@ -323,11 +324,11 @@ def _check_buffer(key: str, value: torch.Tensor, cfg: ExperimentConfig) -> None:
     else:  # position_ids
         want = torch.arange(value.shape[-1]).expand(1, -1)
         if value.dtype.is_floating_point or value.shape[-1] != m.abacus_table:
-            raise ValueError(f"{WEIGHTS_FILE}: {key} has shape {tuple(value.shape)}, "
+            raise ValueError(f"{SAFETENSORS}: {key} has shape {tuple(value.shape)}, "
                              f"expected (1, {m.abacus_table})")
     if value.shape != want.shape or not torch.allclose(value.double(), want.double(), rtol=1e-5,
                                                        atol=0):
-        raise ValueError(f"{WEIGHTS_FILE}: buffer {key} differs from what the model computes "
+        raise ValueError(f"{SAFETENSORS}: buffer {key} differs from what the model computes "
                          f"(shape {tuple(value.shape)}); not a checkpoint of the standard code")
 
 
@@ -345,8 +346,8 @@ def check_layout(shapes: dict[str, tuple[int, ...]], arch: dict,
     skip = official_class(arch) == CLASS_SKIP
     held = {found[0] for k in shapes if (found := _layer_prefix(k, skip)) is not None}
     if len(held) != cfg.model.layers:  # before a model of the config's size is even described
-        raise ValueError(f"{WEIGHTS_FILE}: holds {len(held)} layer(s) of a "
-                         f"{official_class(arch)}, but {CONFIG_FILE} has "
+        raise ValueError(f"{SAFETENSORS}: holds {len(held)} layer(s) of a "
+                         f"{official_class(arch)}, but {MODEL_CONFIG} has "
                          f"layers_in_recurrent_block={cfg.model.layers}")
     names = map_names(sorted(shapes), arch, cfg)
     want = expected_shapes(cfg)
@@ -356,17 +357,17 @@ def check_layout(shapes: dict[str, tuple[int, ...]], arch: dict,
         compiled = any(_COMPILED.search(k) for k in shapes)
         seq_first = _get(arch, "attention.type") == "self-attention"
         key = official_name(missing[0], cfg, seq_first=seq_first, skip=skip, compiled=compiled)
-        raise ValueError(f"{WEIGHTS_FILE}: no tensor {key} ({len(missing)} missing; the config "
+        raise ValueError(f"{SAFETENSORS}: no tensor {key} ({len(missing)} missing; the config "
                          f"describes a {cfg.model.layers}-layer {official_class(arch)} with "
                          f"{cfg.model.positions})")
     extra = sorted(key for ours, key in got.items() if ours not in want)
     if extra:  # e.g. FIRE's tensors in a file whose config asks for RoPE
-        raise ValueError(f"{WEIGHTS_FILE}: unexpected tensor {extra[0]!r} (no place for it in a "
+        raise ValueError(f"{SAFETENSORS}: unexpected tensor {extra[0]!r} (no place for it in a "
                          f"{official_class(arch)} with positions {cfg.model.positions})")
     for ours, key in sorted(got.items()):
         shape = tuple(reversed(shapes[key])) if ours == "adapter.weight" else shapes[key]
         if shape != want[ours]:
-            raise ValueError(f"{WEIGHTS_FILE}: {key} has shape {tuple(shapes[key])}, the config "
+            raise ValueError(f"{SAFETENSORS}: {key} has shape {tuple(shapes[key])}, the config "
                              f"needs {want[ours]}")
     return names
 
@@ -382,7 +383,7 @@ def official_to_ours(tensors: dict[str, torch.Tensor], names: dict[str, str | No
             _check_buffer(key, t, cfg)
             continue
         if not t.dtype.is_floating_point:
-            raise ValueError(f"{WEIGHTS_FILE}: {key} has dtype {t.dtype}, "
+            raise ValueError(f"{SAFETENSORS}: {key} has dtype {t.dtype}, "
                              "expected floating point weights")
         t = t.to(torch.float32)
         if ours == "adapter.weight":

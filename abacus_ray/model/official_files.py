@@ -24,8 +24,8 @@ from abacus_ray import storage
 from abacus_ray.config import ExperimentConfig
 from abacus_ray.model.checkpoint import check_finite
 from abacus_ray.model.official import (
-    CONFIG_FILE,
-    WEIGHTS_FILE,
+    MODEL_CONFIG,
+    SAFETENSORS,
     check_layout,
     experiment_from_official,
     official_class,
@@ -68,11 +68,11 @@ def _sha256(path: Path) -> str:
 def read_arch(directory: Path) -> dict:
     """The official `model_config.json` of a checkpoint directory (bounded in size, a JSON
     object)."""
-    path = directory / CONFIG_FILE
+    path = directory / MODEL_CONFIG
     if not path.is_file():
         raise storage.not_a_file(path, "missing (an official checkpoint directory holds "
-                                       f"{WEIGHTS_FILE} and {CONFIG_FILE})",
-                                 f"the {CONFIG_FILE} file")
+                                       f"{SAFETENSORS} and {MODEL_CONFIG})",
+                                 f"the {MODEL_CONFIG} file")
     try:
         # a regular file, bounded before it is read
         arch = json.loads(storage.read_text(storage.on_disk(path), MAX_CONFIG_BYTES))
@@ -92,7 +92,7 @@ def _open_weights(path: Path):
         pickled = ([p.name for p in path.parent.glob("*.pth")]
                    + [p.name for p in path.parent.glob("*.bin")])
         hint = f"; {pickled[0]} is not read (a pickle: only safetensors are)" if pickled else ""
-        raise storage.not_a_file(path, f"missing{hint}", f"the {WEIGHTS_FILE} file")
+        raise storage.not_a_file(path, f"missing{hint}", f"the {SAFETENSORS} file")
     size = storage.check_regular_file(storage.on_disk(path), MAX_WEIGHTS_BYTES)
     if 2 * size > storage.memory_limit():  # read into memory, then copied into the model
         raise ValueError(f"{path}: {size:,} bytes of weights need about {2 * size:,} bytes of "
@@ -111,7 +111,7 @@ def _open_weights(path: Path):
 def _in_files(e: ValueError, directory: Path) -> ValueError:
     """A refusal that names one of the two files by its bare name, naming it by its path instead."""
     text = str(e)
-    for name in (CONFIG_FILE, WEIGHTS_FILE):
+    for name in (MODEL_CONFIG, SAFETENSORS):
         if text.startswith(f"{name}: "):
             return ValueError(f"{directory / name}{text[len(name):]}")
     return e
@@ -141,9 +141,9 @@ def load_official(directory: str | Path, *, task: str | None = None,
     if not directory.is_dir():
         what = "is a file, not an" if directory.exists() else "no such"
         raise FileNotFoundError(f"{directory}: {what} official checkpoint directory "
-                                f"(it holds {WEIGHTS_FILE} and {CONFIG_FILE})")
+                                f"(it holds {SAFETENSORS} and {MODEL_CONFIG})")
     arch = read_arch(directory)
-    path = directory / WEIGHTS_FILE
+    path = directory / SAFETENSORS
     try:
         cfg = experiment_from_official(arch, task=task, train_max_len=train_max_len,
                                        name=name or f"official-{directory.resolve().name}")
@@ -154,5 +154,5 @@ def load_official(directory: str | Path, *, task: str | None = None,
     except ValueError as e:
         raise _in_files(e, directory) from None
     source = OfficialSource(str(directory.resolve()), official_class(arch),
-                            _sha256(directory / CONFIG_FILE), _sha256(path))
+                            _sha256(directory / MODEL_CONFIG), _sha256(path))
     return cfg, weights, source
