@@ -3,7 +3,7 @@
 A sweep `NAME` run with `--storage S` keeps, under `S/NAME/` (a local directory or an object-store
 URI):
 
-    sweep.json        the expanded trials' resolved configs; a rerun must match it
+    sweep.json        the sweep's spec: the expanded trials' resolved configs; a rerun must match it
     tune/             Tune's experiment state (what `Tuner.restore` reads)
     train/            one Ray Train run per trial, holding its checkpoints
     results/          the Parquet results dataset (`part-*.parquet`)
@@ -81,15 +81,15 @@ class SweepDir:
         return self.root / self.SPEC
 
     @staticmethod
-    def record_of(preset_name: str, configs: Sequence[Any],
+    def spec_of(preset_name: str, configs: Sequence[Any],
                   claim: dict[str, Any] | None = None) -> dict[str, Any]:
         """What `sweep.json` holds: the preset, every trial's resolved config and, for a sweep file
         that declares one, its claim (`evaluation.claims.claim_to_dict`), which `summary` and the
         dashboard judge as they judge a figure's."""
-        record = {"preset": preset_name, "trials": [cfg.to_dict() for cfg in configs]}
-        return record if claim is None else record | {"claim": claim}
+        spec = {"preset": preset_name, "trials": [cfg.to_dict() for cfg in configs]}
+        return spec if claim is None else spec | {"claim": claim}
 
-    def check_same(self, record: dict[str, Any], *, write: bool = True) -> Extension:
+    def check_same(self, spec: dict[str, Any], *, write: bool = True) -> Extension:
         """Refuse a `--storage` whose `sweep.json` records another sweep (what counts:
         `config.identity`); returns how this run grows the recorded one (empty: the same sweep, or
         none recorded). `write`: record this run where none is, or where it grows the recorded
@@ -98,30 +98,30 @@ class SweepDir:
         cluster has decided what was left automatic."""
         if not storage.exists(self.spec):
             if write:
-                storage.write_text(self.spec, json.dumps(record, indent=2, sort_keys=True))
+                storage.write_text(self.spec, json.dumps(spec, indent=2, sort_keys=True))
             return Extension()
-        recorded = self.read_record()
-        change = sweep_change(recorded, record)
+        recorded = self.read_spec()
+        change = sweep_change(recorded, spec)
         if change is not None:
             raise ValueError(f"--storage: {self.root} holds a different sweep: {change}; "
                              "to start this one, give another --storage (or delete that "
                              "directory)")
-        grown = sweep_extension(recorded, record)
+        grown = sweep_extension(recorded, spec)
         if grown and write:
             generation = self.generation(recorded) + (1 if grown.trains else 0)
-            storage.write_text(self.spec, json.dumps(record | {self.GENERATION: generation},
+            storage.write_text(self.spec, json.dumps(spec | {self.GENERATION: generation},
                                                      indent=2, sort_keys=True))
         return grown
 
-    def recorded_names(self, record: dict[str, Any]) -> dict[str, str]:
+    def recorded_names(self, spec: dict[str, Any]) -> dict[str, str]:
         """This run's trial name -> its recorded name, for the trials `sweep.json` holds under
         another name (`config.identity.recorded_names`); none where nothing is recorded."""
-        return recorded_names(self.read_record(), record) if storage.exists(self.spec) else {}
+        return recorded_names(self.read_spec(), spec) if storage.exists(self.spec) else {}
 
     @classmethod
-    def generation(cls, record: dict[str, Any]) -> int:
+    def generation(cls, spec: dict[str, Any]) -> int:
         """How many times the recorded sweep grew by trials or steps: the Tune run it is on."""
-        return int(record.get(cls.GENERATION, 0))
+        return int(spec.get(cls.GENERATION, 0))
 
     def tune_run(self, generation: int) -> Location:
         """The Tune experiment of one generation: `tune/` for the sweep as first run, `tune-N/`
@@ -129,15 +129,15 @@ class SweepDir:
         starts a new one, in which the kept trials continue their own Train runs)."""
         return self.root / (self.TUNE if generation == 0 else f"{self.TUNE}-{generation}")
 
-    def read_record(self) -> dict[str, Any]:
-        """`sweep.json` as `record_of` wrote it: an object with a preset name and (where it has
+    def read_spec(self) -> dict[str, Any]:
+        """`sweep.json` as `spec_of` wrote it: an object with a preset name and (where it has
         them) a list of trial configs (objects); anything else, or a file that is no JSON, is one
         ValueError naming it."""
         data = storage.read_json(self.spec)
         trials = data.get("trials", [])
         if not isinstance(data.get("preset"), str) or not isinstance(trials, list) or not all(
                 isinstance(t, dict) for t in trials) or not isinstance(data.get("claim", {}), dict):
-            raise ValueError(f"{self.spec}: not a sweep record (expected a preset name, a list "
+            raise ValueError(f"{self.spec}: not a sweep spec (expected a preset name, a list "
                              "of trial configs and, where it has one, a claim object)")
         return data
 

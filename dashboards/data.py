@@ -77,7 +77,7 @@ def sweep_preset(results_dir: Location) -> str | None:
     """The preset recorded in the sweep root's `sweep.json` (written by the cluster driver), if
     there is one; a damaged one is a ValueError naming it."""
     sweep = SweepDir.of(results_dir.parent)
-    return sweep.read_record()["preset"] if storage.is_file(sweep.spec) else None
+    return sweep.read_spec()["preset"] if storage.is_file(sweep.spec) else None
 
 
 def arch_label(layers: Any, recurrences: Any, injection: Any) -> str:

@@ -21,7 +21,7 @@ from abacus_ray.sweep_dir import SweepDir
 def _spec(*overrides: str) -> dict:
     """What the driver records for a one-trial tiny sweep (the current version)."""
     trials = single("t", "tiny", dict(o.split("=", 1) for o in overrides))
-    return SweepDir.record_of("tiny", [t.config for t in trials])
+    return SweepDir.spec_of("tiny", [t.config for t in trials])
 
 
 def _recorded(root, spec: dict, change: dict, drop: tuple[str, ...] = ()) -> None:
@@ -93,7 +93,7 @@ def _two(*overrides: str) -> dict:
     """A two-trial record: `t/base` and `u/base`, under `overrides`."""
     configs = [t.config for name in ("t", "u")
                for t in single(name, "tiny", dict(o.split("=", 1) for o in overrides))]
-    return SweepDir.record_of("tiny", configs)
+    return SweepDir.spec_of("tiny", configs)
 
 
 def test_a_rerun_may_grow_a_sweep_by_trials_grids_or_steps(tmp_path):
@@ -102,16 +102,16 @@ def test_a_rerun_may_grow_a_sweep_by_trials_grids_or_steps(tmp_path):
     or grids, a trial left out or any other field: refused."""
     dirs = SweepDir.of(storage.resolve(tmp_path / "fig"))
     one = _spec("train.max_steps=20")
-    assert not dirs.check_same(one) and SweepDir.generation(dirs.read_record()) == 0
+    assert not dirs.check_same(one) and SweepDir.generation(dirs.read_spec()) == 0
     grown = dirs.check_same(_two("train.max_steps=20"))
     assert grown.added == ("u/base",) and grown.trains and "1 new trial(s)" in grown.words()
-    assert SweepDir.generation(dirs.read_record()) == 1 and dirs.tune_run(1).name == "tune-1"
+    assert SweepDir.generation(dirs.read_spec()) == 1 and dirs.tune_run(1).name == "tune-1"
     grids = ["tiny-addition", "cells:6x6"]
     grown = dirs.check_same(_two("train.max_steps=20", f"eval.grids={','.join(grids)}"))
     assert grown.grids == ("t/base", "u/base") and not grown.trains
-    assert SweepDir.generation(dirs.read_record()) == 1  # scoring more trains nothing
+    assert SweepDir.generation(dirs.read_spec()) == 1  # scoring more trains nothing
     grown = dirs.check_same(_two("train.max_steps=40", f"eval.grids={','.join(grids)}"))
-    assert grown.steps == ("t/base", "u/base") and SweepDir.generation(dirs.read_record()) == 2
+    assert grown.steps == ("t/base", "u/base") and SweepDir.generation(dirs.read_spec()) == 2
     assert not dirs.check_same(_two("train.max_steps=40", f"eval.grids={','.join(grids)}"))
     for shrunk, field in ((("train.max_steps=30", f"eval.grids={','.join(grids)}"), "train.max_steps"),
                           (("train.max_steps=40",), "eval.grids"),
@@ -146,7 +146,7 @@ def test_the_command_line_refuses_another_sweep_before_ray_starts(tmp_path, caps
     sweep = figure("fig5_add_sub")
     argv = ["--preset", "tiny", "--storage", str(tmp_path), "--tracking", "none"]
     options, _ = parse(sweep, argv)
-    record = SweepDir.record_of("tiny", [t.config for t in expand(sweep, options,
+    record = SweepDir.spec_of("tiny", [t.config for t in expand(sweep, options,
                                                                     search_of(sweep, options))])
     dirs = SweepDir(storage.resolve(tmp_path), sweep.name)
     storage.write_text(dirs.spec, json.dumps(record))
@@ -165,8 +165,8 @@ def test_a_sweep_grown_to_more_seeds_keeps_its_trials_names(tmp_path):
     trials are the recorded ones and keep their recorded names (their Train runs, their rows)."""
     sweep = figure("fig10_k")
     dirs = SweepDir.of(storage.resolve(tmp_path / "fig10_k"))
-    dirs.check_same(SweepDir.record_of("tiny", [t.config for t in sweep.expand("tiny")]))
-    two = SweepDir.record_of("tiny", [t.config for t in sweep.expand("tiny", seeds=2)])
+    dirs.check_same(SweepDir.spec_of("tiny", [t.config for t in sweep.expand("tiny")]))
+    two = SweepDir.spec_of("tiny", [t.config for t in sweep.expand("tiny", seeds=2)])
     renamed = dirs.recorded_names(two)
     assert renamed == {"fig10_k/max_k=1_seed=0": "fig10_k/max_k=1",
                        "fig10_k/max_k=12_seed=0": "fig10_k/max_k=12"}

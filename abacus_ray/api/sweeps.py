@@ -288,10 +288,10 @@ def prepare(sweep: Sweep | str, options: SweepOptions) -> SweepPlan:
     loc = loc or check_before_ray(options)
     # another sweep in this directory: refused before Ray starts (the driver checks again)
     dirs = SweepDir(loc, sweep.name)
-    renamed = dirs.recorded_names(SweepDir.record_of(options.preset, [t.config for t in trials]))
+    renamed = dirs.recorded_names(SweepDir.spec_of(options.preset, [t.config for t in trials]))
     trials = [dataclasses.replace(t, config=t.config.replace(name=renamed[t.name]))
               if t.name in renamed else t for t in trials]
-    grown = dirs.check_same(SweepDir.record_of(options.preset, [t.config for t in trials]),
+    grown = dirs.check_same(SweepDir.spec_of(options.preset, [t.config for t in trials]),
                             write=False)
     notes: tuple[str, ...] = ()
     if grown:  # more trials, grids or steps: only what is missing runs

@@ -36,7 +36,7 @@ def read_results(results: Location) -> tuple[pd.DataFrame, list[tuple[Location, 
     def read(d: Location) -> pa.Table:
         sweep = SweepDir.holding(d)
         if sweep is not None and storage.exists(sweep.spec):
-            sweep.read_record()  # a damaged record is refused here, with its results
+            sweep.read_spec()  # a damaged sweep.json is refused here, with its results
         return read_cells_table(d)
 
     # a root that holds no results is named itself
@@ -72,7 +72,7 @@ def recorded_claim(results: Location) -> Claim | None:
     sweep = SweepDir.holding(results)
     if sweep is None or not storage.is_file(sweep.spec):
         return None
-    data = sweep.read_record().get("claim")
+    data = sweep.read_spec().get("claim")
     if data is None:
         return None
     try:
@@ -125,7 +125,7 @@ def offsets_verdict(results: Location, cells: pd.DataFrame) -> Verdict:
 
 
 def _paper_scale(results: Location, cells: pd.DataFrame) -> bool:
-    return scale_of(_sweep_record(results), cells) == "paper"
+    return scale_of(_sweep_spec(results), cells) == "paper"
 
 
 def seed_verdicts(results: Location, cells: pd.DataFrame, found: Verdict) -> str:
@@ -147,18 +147,18 @@ def sweep_conclusion(results: Location) -> str | None:
     return found.line() if found is not None else None
 
 
-def _sweep_record(results: Location) -> dict | None:
+def _sweep_spec(results: Location) -> dict | None:
     sweep = SweepDir.holding(results)
     if sweep is None or not storage.exists(sweep.spec):
         return None
-    return sweep.read_record()
+    return sweep.read_spec()
 
 
-def scale_of(record: dict | None, cells: pd.DataFrame) -> str:
+def scale_of(spec: dict | None, cells: pd.DataFrame) -> str:
     """The preset a sweep ran at: its `sweep.json`'s, else the preset whose
     model width the rows have."""
-    if record and record.get("preset"):
-        return str(record["preset"])
+    if spec and spec.get("preset"):
+        return str(spec["preset"])
     widths = set(cells["model.hidden"].dropna()) if "model.hidden" in cells.columns else set()
     named = [p for p in PRESETS if widths == {preset(p).model.hidden}]
     return named[0] if named else "custom" if widths else "-"
@@ -172,20 +172,20 @@ def claims_table(per_dir: list[tuple[Location, pd.DataFrame]]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for results, cells in per_dir:
-        record = _sweep_record(results)
+        spec = _sweep_spec(results)
         sweep = SweepDir.holding(results)
         name = sweep.name if sweep is not None else str(results)
         found = verdict(results, cells)
         models = cells["model_id"].nunique()
         trials = (
-            f"{models}/{len(record['trials'])}" if record and record.get("trials") else str(models)
+            f"{models}/{len(spec['trials'])}" if spec and spec.get("trials") else str(models)
         )
         row = (
             [name, found.claim.figure, found.claim.text, found.claim.paper or "-"]
             + [found.verdict, found.evidence, seed_verdicts(results, cells, found)]
             if found
             else [name, "-", "no figure claims this sweep", "-", "-", "-", "-"]
-        ) + [scale_of(record, cells), trials]
+        ) + [scale_of(spec, cells), trials]
         lines.append(_row(row))
     lines += [_row(row) for row in across_rows(per_dir)]
     return "\n".join(lines)
@@ -215,7 +215,7 @@ def across_rows(per_dir: list[tuple[Location, pd.DataFrame]]) -> list[list[str]]
         c = found.claim
         rows.append([" + ".join([name, *spans.sweeps]), c.figure, c.text, c.paper or "-",
                      found.verdict, found.evidence, seed_verdicts(results, both, found),
-                     scale_of(_sweep_record(results), cells), str(both["model_id"].nunique())])
+                     scale_of(_sweep_spec(results), cells), str(both["model_id"].nunique())])
     return rows
 
 

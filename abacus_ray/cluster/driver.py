@@ -167,10 +167,10 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
     by_name = {t.name: t.config for t in trials}
     # fails now, before anything is written, if a trial never fits
     limit = max_concurrency(list(by_name.values()))
-    grown = dirs.check_same(SweepDir.record_of(preset_name, [t.config for t in trials], claim))
+    grown = dirs.check_same(SweepDir.spec_of(preset_name, [t.config for t in trials], claim))
     if grown:
         print(f"{name}: growing the sweep: {grown.words()}", file=sys.stderr)
-    exp = dirs.tune_run(SweepDir.generation(dirs.read_record()))
+    exp = dirs.tune_run(SweepDir.generation(dirs.read_spec()))
     tuner = _tuner(name, trials, by_name, dirs, tracking, search, home, limit, exp)
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
     watch.start()
@@ -272,7 +272,7 @@ def run_sweep(name: str, preset_name: str, trials: Sequence[Trial], *, storage_r
     `grids` (every trial's `eval.grids`, resolved once by the caller); trials with equal settings
     share one Ray Data pass. A local storage directory must be one every node sees (`shared_dir`).
     MLflow logs to `tracking_uri` when given, else to the sweep's own store (`SweepDir.tracking`).
-    `claim`: a sweep file's own claim, recorded in `sweep.json` (`SweepDir.record_of`).
+    `claim`: a sweep file's own claim, recorded in `sweep.json` (`SweepDir.spec_of`).
 
     A trial that failed, or an evaluation stopped by lost actors, does not stop the others: the
     finished trials are still evaluated, and the caller says what failed (`failure_line`)."""
@@ -298,7 +298,7 @@ def _retire_superseded(name: str, dirs: SweepDir,
                        finished: list[tuple[Source, ExperimentConfig]]) -> None:
     """In a sweep that grew, move the rows of models its finished trials have since trained
     further out of its results, before the new models are scored (`results.retire_shorter`)."""
-    if SweepDir.generation(dirs.read_record()) == 0 or not storage.is_dir(dirs.results):
+    if SweepDir.generation(dirs.read_spec()) == 0 or not storage.is_dir(dirs.results):
         return
     steps = {cfg.name: cfg.train.max_steps for _, cfg in finished}
     moved = retire_shorter(dirs.results, dirs.superseded, steps)

@@ -133,13 +133,13 @@ def _grown(key: str, before: Any, after: Any) -> bool:
     return False
 
 
-def _trials(record: dict[str, Any]) -> dict[Any, dict[str, Any]]:
-    """A record's trials by name."""
-    return {t.get("name"): t for t in record.get("trials") or [] if isinstance(t, dict)}
+def _trials(spec: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+    """A sweep spec's trials by name."""
+    return {t.get("name"): t for t in spec.get("trials") or [] if isinstance(t, dict)}
 
 
 def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """The trained fields of one trial that differ between its record and this run, sorted:
+    """The trained fields of one trial that differ between its recorded spec and this run, sorted:
     (key, recorded value, this run's value)."""
     before, after = trained_fields(old, recorded=True), trained_fields(new)
     return sorted((k, before.get(k), after[k]) for k in after if before.get(k) != after[k]
@@ -182,7 +182,7 @@ def sweep_change(recorded: dict[str, Any], current: dict[str, Any]) -> str | Non
 
 
 def recorded_names(recorded: dict[str, Any], current: dict[str, Any]) -> dict[str, str]:
-    """This run's name -> the record's, for each trial the record holds under another name: a
+    """This run's name -> the recorded spec's, for each trial it holds under another name: a
     trial is what it trains (its trained fields, less the growth a rerun may bring), and its name
     follows what is swept, so a sweep run at one seed and grown to three names its seed-0 trials
     anew (`..._seed=0`); the kept trials keep their recorded names (and with them their Train

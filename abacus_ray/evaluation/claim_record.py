@@ -1,4 +1,4 @@
-"""A claim as JSON: what `sweep.json` records of a sweep file's own `CLAIM` (`SweepDir.record_of`),
+"""A claim as JSON: what `sweep.json` records of a sweep file's own `CLAIM` (`SweepDir.spec_of`),
 so that `summary` and the dashboard judge a sweep of one's own as they judge a figure's."""
 
 from __future__ import annotations
