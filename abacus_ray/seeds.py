@@ -11,7 +11,8 @@ same draws on every machine, process, rank and resume:
   checkpoint without its streams (another world size);
 * `micro_batch_generator` (run seed, micro-batch, drawing rank): progressive-loss depth, offset;
 * `stable_key` (a domain, the problem's coordinates): the training stream's and the evaluation
-  sets' problems (Philox keys);
+  sets' problems (Philox keys); a plugin's task draws from a NumPy Generator seeded with its row's
+  first four words (`tasks.problems.plugin_problems`), so it inherits the same keys;
 * `cell_seed` (eval seed, task, i, j): a grid cell's initial-state noise at evaluation;
 * `validation_seed` (eval seed): the validation score's problems (never the final grid's);
 * `search_rng` (the search's seed): which points of a search run, in which order.
