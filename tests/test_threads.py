@@ -39,6 +39,31 @@ def test_threads_follow_the_cpus_a_process_may_use(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs, one of them busy")
+def test_a_busy_core_is_left_out_and_a_resume_keeps_its_checkpoints_count(tmp_path):
+    """Beside a process spinning on CPU 0, a command that may use CPUs 0 and 1 takes one thread
+    (two would stall on the busy core), says so, and records it; resumed with the spinner gone and
+    more steps, the run keeps the count its checkpoint records."""
+    one = [f"--set={s}" for s in ("model.hidden=32", "model.intermediate=64", "model.heads=2")]
+    pin = ("taskset", "-c", "0,1")
+    spinner = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
+    try:
+        done = _cli("train", "--out", tmp_path / "a", "--device", "cpu", "--set=train.max_steps=2",
+                    *one, cwd=tmp_path, pre=pin)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert done.returncode == 0 and "on cpu, 1 thread(s)" in done.stderr, done.stderr
+    (meta,) = (tmp_path / "a").glob("step-*/meta.json")
+    assert json.loads(meta.read_text())["threads"] == 1
+    resumed = _cli("train", "--out", tmp_path / "a", "--resume", "--set=train.max_steps=4",
+                   cwd=tmp_path, pre=pin)
+    assert resumed.returncode == 0, resumed.stderr
+    last = sorted((tmp_path / "a").glob("step-*/meta.json"))[-1]
+    assert json.loads(last.read_text())["step"] == 4 and json.loads(last.read_text())["threads"] == 1
+
+
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to differ from 1 thread")
 def test_train_given_a_trials_config_and_threads_trains_that_trials_model(tmp_path):

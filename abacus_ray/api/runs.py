@@ -88,6 +88,7 @@ def train(config: ExperimentConfig | None, out: str, *, resume: bool = False,
     (`resumed`: the checkpoint resumed, or None) is called once everything is checked, just
     before the first step. One run at a time holds `out`."""
     from abacus_ray.model.checkpoint import (  # heavy: torch, only once something trains
+        META_FILE,
         STATE_FILE,
         check_train_state,
         latest_checkpoint,
@@ -98,6 +99,7 @@ def train(config: ExperimentConfig | None, out: str, *, resume: bool = False,
 
     loc = storage.probe(out, "--out")  # a directory or an object-store URI, before any training
     latest = latest_checkpoint(loc)
+    recorded = None  # the threads a resumed checkpoint was trained with
     if resume:
         if latest is None:
             raise ValueError(f"--resume: no checkpoint under {loc}")
@@ -107,6 +109,7 @@ def train(config: ExperimentConfig | None, out: str, *, resume: bool = False,
         check_train_state(resumed.state, latest / STATE_FILE)
         cfg = resumed.config.with_overrides(overrides)
         check_resumable(cfg, resumed.config, str(latest), "--resume")  # a --set it cannot take
+        recorded = storage.read_json(latest / META_FILE).get("threads")
         del resumed
     else:
         if latest is not None:
@@ -116,7 +119,7 @@ def train(config: ExperimentConfig | None, out: str, *, resume: bool = False,
             raise ValueError("config: give the config to train (or resume=True)")
         cfg = config.with_overrides(overrides)
     device = check_device(device)
-    set_threads(threads)
+    set_threads(threads, recorded=recorded)
     if cfg.cluster.use_gpu is None:  # auto: the config records where the device put the run
         cfg = cfg.replace(cluster=cfg.cluster.resolved(1.0 if device.startswith("cuda") else 0.0))
     check_fits(cfg, device)  # before the first line is printed: a refusal is the only line

@@ -181,8 +181,9 @@ def add_threads_flag(p: argparse.ArgumentParser) -> None:
                         "refused); the count changes how a CPU sums floats, so a sweep trial's "
                         "model is trained again, the same model_id, with the trial's own count "
                         "(meta.json's threads; a sweep's workers run 1 per whole CPU they hold) "
-                        "(default: the CPUs this process may use: its CPU affinity, cut to its "
-                        "cgroup quota)")
+                        "(default: the CPUs this process may use, its CPU affinity cut to its "
+                        "cgroup quota, that other work leaves idle at start, at least 1; a "
+                        "resumed run: its checkpoint's count)")
 
 
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:

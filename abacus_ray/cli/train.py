@@ -134,10 +134,13 @@ def handler(args: argparse.Namespace) -> int:
 def announce(cfg: ExperimentConfig, device: str, resumed: str | None) -> None:
     """The line printed once everything is checked, before the first step: what trains, where,
     under which budget."""
+    import torch  # loaded by the training API already
+
     from abacus_ray.training.budget import budget_terms
 
     m, t = cfg.model, cfg.task
     limits = budget_in_words(budget_terms(cfg))
+    on = f"{device}, {torch.get_num_threads()} thread(s)" if device == "cpu" else device
     print(f"training {cfg.name}: {t.name} size {t.train_max_len}, {m.layers}x{m.recurrences} "
-          f"{m.positions}, on {device}; budget {'; '.join(limits)}"
+          f"{m.positions}, on {on}; budget {'; '.join(limits)}"
           + (f"; resuming {resumed}" if resumed else ""), file=sys.stderr, flush=True)
