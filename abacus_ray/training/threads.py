@@ -5,14 +5,16 @@ worker runs with Ray's `OMP_NUM_THREADS` (the floor of its CPUs, at least 1), an
 that trial's config and its thread count trains the same weights (`meta.json` records `threads`
 beside every checkpoint). Unset, a command takes the CPUs this process may use (its CPU affinity,
 cut to its cgroup's CPU quota: a container's or a batch job's share) that other work leaves idle
-when it starts, at least one: a thread on a core another process keeps busy stalls every parallel
-operation of the others (`benchmarks/threads.py`: two threads beside one busy core train at half
-the rate of one thread). A resumed run keeps the count its checkpoint records, so its floats go on
-being summed as they were. The count used is printed and recorded; `--threads N` fixes it.
+when its first command starts, at least one: a thread on a core another process keeps busy stalls
+every parallel operation of the others (`benchmarks/threads.py`: two threads beside one busy core
+train at half the rate of one thread). A resumed run keeps the count its checkpoint records, so its
+floats go on being summed as they were. The count used is printed and recorded; `--threads N`
+fixes it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -39,8 +41,10 @@ def usable_cpus() -> int:
     return max(1, min(cpus, math.floor(quota) if quota is not None else cpus))
 
 
+@functools.cache
 def idle_cpus() -> int:
-    """The usable CPUs other work leaves idle now (at least 1): the default thread count."""
+    """The usable CPUs other work leaves idle (at least 1): the default thread count, looked at
+    once per process (its first command), so that every run of one process sums alike."""
     allowed = allowed_cpus()
     percents = psutil.cpu_percent(interval=BUSY_SAMPLE_S, percpu=True)
     busy = sum(1 for cpu in allowed if cpu < len(percents) and percents[cpu] > BUSY)
