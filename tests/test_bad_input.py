@@ -348,6 +348,7 @@ def test_set_overrides_are_refused_through_the_cli(item, work):
     assert_refused(["describe", "--set", "model.layers=2", f"--set={text}"], culprit, "--set overrides", roots=[work])
 
 
+@pytest.mark.slow  # Ray's own start-up and refusal: 10-70 s on a loaded 2-core machine
 def test_an_embedded_ray_that_cannot_start_is_one_line_and_nothing_written(tmp_path):
     """Ray itself refuses to start (an object store under its minimum): one line, exit 2, before
     the storage is touched; a start that only timed out is tried once more first."""
