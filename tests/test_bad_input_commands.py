@@ -275,3 +275,8 @@ def test_sweep_new_writes_a_template_that_runs_as_written(tmp_path, capsys, no_r
     before = path.read_text()
     assert main(["sweep", "--new", str(path)]) == 2 and path.read_text() == before
     assert "exists; choose another name" in capsys.readouterr().err
+    # a grid bound to another task's problems is refused at the dry run, before any training
+    assert main(["sweep", "fig3_embeddings", "--set", "task.name=sub", "--dry-run", "--storage",
+                 str(tmp_path / "runs")]) == 2
+    assert "'tiny-addition' holds 'add' problems, but the sweep trains on 'sub'" in \
+        capsys.readouterr().err

@@ -22,7 +22,7 @@ from abacus_ray import figures, plugins, storage
 from abacus_ray.api.checks import check_cluster, check_num_cpus, join_cluster, leave_working_dir
 from abacus_ray.config import preset
 from abacus_ray.config.dicts import flatten, overrides_dict
-from abacus_ray.evaluation.grids import Grid, resolve_grid_names
+from abacus_ray.evaluation.grids import Grid, eval_tasks_for, resolve_grid_names
 from abacus_ray.sweep import Search, Sweep, Trial, best_point
 from abacus_ray.sweep_dir import SweepDir
 from abacus_ray.text import one_line, shorten
@@ -285,6 +285,14 @@ def prepare(sweep: Sweep | str, options: SweepOptions) -> SweepPlan:
     search = search_of(sweep, options)
     trials = expand(sweep, options, search)
     grids = {t.config.eval.grids: resolve_grid_names(t.config.eval.grids) for t in trials}
+    for task, names in {(t.config.task.name, t.config.eval.grids) for t in trials}:
+        for grid in grids[names]:  # a grid of another task's problems: refused before any training
+            try:
+                eval_tasks_for(task, grid.task, grid_name=grid.name)
+            except ValueError:
+                raise ValueError(f"--grid: {grid.name!r} holds {grid.task!r} problems, but the "
+                                 f"sweep trains on {task!r}; choose a grid for it, or cells: / "
+                                 "diagonal: specs") from None
     loc = loc or check_before_ray(options)
     # another sweep in this directory: refused before Ray starts (the driver checks again)
     dirs = SweepDir(loc, sweep.name)

@@ -32,7 +32,9 @@ SWEEP = Sweep(
     base={{"task.name": "sub", "task.train_max_len": 3, "model.positions": "abacus"}},
     axes={{"model.max_k": [4, 8]}},  # the cross product of these values is trained
     seeds=3,  # training seeds per point: verdicts then need the seed spread to separate too
-    grids=("tiny-addition",),  # evaluation grids (names: `abacus-ray eval --help`)
+    # evaluation grids: names or specs (`abacus-ray eval --help`), here the 12 x 12 square and
+    # the diagonal to 20, for any + or - task
+    grids=("cells:1-12x1-12", "diagonal:13-20"),
     # what `--preset tiny` changes: CPU_SCALE is 1,500 steps with no wall-clock cap and two
     # trials side by side on two cores, the settings every figure trains at on CPUs
     tiny=Scale(overrides={{**CPU_SCALE}}, seeds=1),
