@@ -7,7 +7,8 @@ ways, each in its own process: inside a one-trial sweep on the embedded local Ra
 the trial's own config with its default threads, and bare `train --threads 1`; first on a quiet
 machine, then with another process spinning on one core. Throughput is the checkpoint's own
 `samples / device_hours` (training only: Ray's start-up and the evaluation are not in it), so the
-three are the same steps measured the same way. Also prints whether `train --threads 1` gave the
+three are the same steps measured the same way; each run starts once no other CPU than the
+spinner's is busy (Ray's shutdown after the sweep takes a few seconds). Also prints whether `train --threads 1` gave the
 trial's model_id (it should: same config, same thread count).
 
     python benchmarks/threads.py                 # about 4 minutes on 2 cores
@@ -21,7 +22,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+import psutil
 
 from abacus_ray import storage
 
@@ -44,15 +48,27 @@ def rate(meta: dict) -> float:
     return meta["samples"] / (meta["device_hours"] * 3600)
 
 
-def measure(tmp: Path, label: str, steps: int, env: dict[str, str]) -> dict[str, dict]:
+def settle(busy_allowed: int, limit_s: float = 60.0) -> None:
+    """Wait (up to `limit_s`) until at most `busy_allowed` CPUs are busy: a run must not start
+    while the previous one's processes (Ray's shutdown) still hold a core."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if sum(p > 50.0 for p in psutil.cpu_percent(interval=0.5, percpu=True)) <= busy_allowed:
+            return
+
+
+def measure(tmp: Path, label: str, steps: int, env: dict[str, str],
+            busy_allowed: int) -> dict[str, dict]:
     """The trial inside a sweep, then bare `train` of its config at default and one thread."""
     store = tmp / f"{label}-sweep"
+    settle(busy_allowed)
     run(["sweep", "fig10_k", "--axis", "model.max_k=12", "--set", f"train.max_steps={steps}",
          "--no-eval", "--no-dashboard", "--tracking", "none", "--storage", str(store)], env)
     config = sorted(store.glob("fig10_k/train/**/step-*/config.json"))[-1]
     metas = {"sweep trial": meta_of(store / "fig10_k" / "train")}
     for name, extra in (("bare train", []), ("bare train --threads 1", ["--threads", "1"])):
         out = tmp / f"{label}-{name.replace(' ', '_')}"
+        settle(busy_allowed)
         run(["train", "--config", str(config), "--device", "cpu", "--out", str(out), *extra], env)
         metas[name] = meta_of(out)
     return metas
@@ -70,7 +86,8 @@ def main() -> None:
             if label != "quiet":
                 spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
             try:
-                metas = measure(Path(tmp), label.replace(" ", "_"), args.steps, env)
+                metas = measure(Path(tmp), label.replace(" ", "_"), args.steps, env,
+                                busy_allowed=0 if spinner is None else 1)
             finally:
                 if spinner is not None:
                     spinner.kill()
