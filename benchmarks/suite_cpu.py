@@ -24,6 +24,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from abacus_ray import storage
+
 # struct acct_v3 (linux/acct.h): flag, version, tty, exitcode, uid, gid, pid, ppid, btime, etime (float),
 # utime, stime, mem, io, rw, minflt, majflt, swaps (comp_t each), comm[16]; 64 bytes.
 RECORD = struct.Struct("<BBHIIIIIIf8H16s")
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         path = args.file
         try:
-            path.write_bytes(b"")
+            storage.write_bytes(storage.on_disk(path), b"")  # accton appends to an empty file
         except OSError as e:
             print(f"suite_cpu: {path}: {e.strerror}", file=sys.stderr)
             return 2
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([accton, "off"], check=True, capture_output=True)
     print(report(read_records(path), args.top, wall))
     if args.file is None:
-        path.unlink()
+        storage.delete(storage.on_disk(path), quiet=True)
     return rc
 
 

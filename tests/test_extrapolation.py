@@ -4,10 +4,10 @@ search sweep file run end to end on Ray with a handful of trials (the validation
 import json
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 import torch
 
+from abacus_ray import storage
 from abacus_ray.api.sweeps import load_sweep
 from abacus_ray.cli import main
 from abacus_ray.config import preset
@@ -113,7 +113,7 @@ def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
              "--tracking", "none"]
     assert main(["sweep", "extrapolation_10x", *flags]) == 0
     root = tmp_path / "extrapolation_10x"
-    search = pq.read_table(root / "search.parquet").to_pandas()
+    search = storage.read_parquet(on_disk(root / "search.parquet")).to_pandas()
     assert search["run"].nunique() == 4 and set(search["status"]) <= {"finished", "stopped"}
     steps = search.groupby("run")["step"].apply(list)
     assert all(len(v) == len(set(v)) and 20 in v for v in steps)  # each validation once, at its step; the first rung
@@ -123,7 +123,7 @@ def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
     cells = read_cells(on_disk(root / "results"))
     assert set(cells["run_id"]) == finished and len(cells) == 8 * len(finished)
     assert "stopped early by ASHA" in capsys.readouterr().err
-    record = pq.read_table(root / "trials.parquet").to_pandas().set_index("run")["status"]
+    record = storage.read_parquet(on_disk(root / "trials.parquet")).to_pandas().set_index("run")["status"]
     assert record.to_dict() == search.groupby("run")["status"].first().to_dict()  # one status
     page = (root / "dashboard" / sweep_page_name("extrapolation_10x")).read_text()
     assert "4 configurations tried" in page and page.count("layers=") >= 4  # the search view and its table

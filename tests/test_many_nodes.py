@@ -20,12 +20,12 @@ import shutil
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from many_nodes import RECORDS, Schedule, refusal_problems
 from pace import slowness
 from raycluster import Cluster, Namespace
 
+from abacus_ray import storage
 from abacus_ray.evaluation.results import read_cells
 from abacus_ray.storage import on_disk
 
@@ -75,7 +75,7 @@ def test_24_mixed_trials_keep_8_nodes_busy(cluster, tmp_path):
         (Path(keep) / "records.json").write_text(json.dumps(records))
         shutil.copy(tmp_path / "many_nodes" / "timeline.parquet", Path(keep) / "timeline.parquet")
     schedule = Schedule.of(records)
-    table = pq.read_table(tmp_path / "many_nodes" / "timeline.parquet").to_pylist()
+    table = storage.read_parquet(on_disk(tmp_path / "many_nodes" / "timeline.parquet")).to_pylist()
     print(f"\nmany nodes: {len(schedule.trials)} trials on {len(schedule.nodes)} nodes in a {schedule.span:.0f} s span "
           f"(job {took:.0f} s, machine factor {factor:.2f}); trial slots {schedule.busy:.1%} busy; longest room for a "
           f"waiting trial {schedule.longest_room:.1f} s")

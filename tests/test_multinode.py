@@ -16,12 +16,12 @@ import os
 import statistics
 import time
 
-import pyarrow.parquet as pq
 import pytest
 from many_nodes import RECORDS, Held, Schedule, longest_room_while_waiting, refusal_problems
 from pace import slowness
 from raycluster import RAY, final_reports, lab_cluster, new_token
 
+from abacus_ray import storage
 from abacus_ray.evaluation.results import KEY, read_cells
 from abacus_ray.storage import on_disk
 
@@ -119,7 +119,7 @@ def test_mixed_trial_shapes_keep_their_nodes_busy(cluster, tmp_path):
                           "--no-dashboard", "--tracking", "none"], timeout=600)
     assert out.returncode == 0 and "succeeded" in out.stdout + out.stderr, out.stdout[-4000:] + out.stderr[-4000:]
     schedule = Schedule.of(cluster.query(RECORDS))
-    table = pq.read_table(tmp_path / "mixed_shapes" / "timeline.parquet").to_pylist()
+    table = storage.read_parquet(on_disk(tmp_path / "mixed_shapes" / "timeline.parquet")).to_pylist()
     print(f"\nmixed shapes: {len(schedule.trials)} trials in a {schedule.span:.0f} s span (job "
           f"{time.monotonic() - t0:.0f} s, machine factor {factor:.2f}); slots {schedule.busy_while_waiting:.1%} busy while "
           f"trials waited ({schedule.busy:.1%} over the span); longest room "

@@ -13,9 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.dataset as ds
 import pytest
 from pace import deadline
+
+from abacus_ray.evaluation.results import read_cells
+from abacus_ray.storage import on_disk
 
 REPO = Path(__file__).resolve().parents[1]
 ALIBI = REPO / "examples" / "alibi.py"
@@ -55,7 +57,7 @@ def test_a_sweep_ships_the_plugins_to_its_ray_workers(tmp_path):
                 "--set", "train.max_steps=10", "--per-cell", "2", "--no-dashboard",
                 "--tracking", "none", "--storage", store, cwd=tmp_path, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
-    cells = ds.dataset(store / "fig10_k" / "results").to_table().to_pandas()
+    cells = read_cells(on_disk(store / "fig10_k" / "results"))
     assert set(cells["model.positions"]) == {"abacus+alibi"} and cells["run_id"].nunique() == 2
     assert set(cells["task"]) == {"add3"}
 

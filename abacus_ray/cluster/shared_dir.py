@@ -17,6 +17,8 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from abacus_ray import storage
+
 # every node runs one tiny task; a node too busy to start it within this is named
 CHECK_TIMEOUT_S = 120.0
 
@@ -25,9 +27,8 @@ CHECK_TIMEOUT_S = 120.0
 def _look(path: str, token: str) -> bool:
     """On one node: whether `path` holds `token` (the driver's marker, not an old one)."""
     try:
-        with open(path) as fh:
-            return fh.read() == token
-    except OSError:
+        return storage.read_text(storage.on_disk(Path(path))) == token
+    except (OSError, ValueError):
         return False
 
 
@@ -39,16 +40,15 @@ def blind_nodes(directory: Path) -> list[str]:
     """The alive nodes that cannot read a marker the driver writes into
     `directory` (as "ip (node id)")."""
     nodes = _alive_nodes()  # one node too: a task costs well under a second and runs the same path
-    directory.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex
-    marker = directory / f".abacus-ray-shared-{token[:12]}"
-    marker.write_text(token)  # not run data: a marker that only this check reads, removed below
+    marker = storage.on_disk(directory / f".abacus-ray-shared-{token[:12]}")
+    storage.write_text(marker, token)  # a marker only this check reads, removed below
     try:
         # RAY: one task pinned to each node, no fallback elsewhere
         refs = {
             n["NodeID"]: _look.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
-            ).remote(str(marker), token)
+            ).remote(marker.path, token)
             for n in nodes
         }
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=CHECK_TIMEOUT_S)
@@ -65,7 +65,7 @@ def blind_nodes(directory: Path) -> list[str]:
                 blind.append(f"{n.get('NodeManagerAddress', '?')} ({n['NodeID'][:8]})")
         return blind
     finally:
-        marker.unlink(missing_ok=True)
+        storage.delete(marker, quiet=True)
 
 
 def check_every_node_sees(directory: Path, flag: str) -> None:

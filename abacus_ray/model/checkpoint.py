@@ -142,37 +142,6 @@ def _json_scalars(state: dict[str, Any]) -> dict[str, Any]:
             for k, v in state.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
 
-class _KeepingWriteErrors:
-    """The file torch.save writes through: torch's zip writer reports a write that failed (no
-    space left, over quota) as a RuntimeError about the stream position; this keeps the OSError
-    itself, with its errno, for the caller."""
-
-    def __init__(self, fh: Any) -> None:
-        self.fh, self.error = fh, None
-        self.name = getattr(fh, "name", None)  # the file it writes, as a file object says
-
-    def write(self, data: bytes) -> int:
-        try:
-            return self.fh.write(data)
-        except OSError as e:
-            self.error = e
-            raise
-
-    def flush(self) -> None:
-        self.fh.flush()
-
-
-def _save(obj: Any, fh: Any) -> None:
-    """`torch.save(obj, fh)`, a failed write raised as the OSError it was."""
-    writer = _KeepingWriteErrors(fh)
-    try:
-        torch.save(obj, writer)
-    except RuntimeError:
-        if writer.error is not None:
-            raise writer.error from None
-        raise
-
-
 def save_checkpoint(directory: Location, model: nn.Module, cfg: ExperimentConfig,
                     state: dict) -> str:
     """Write a checkpoint directory atomically; returns the model id (sha256 of the weights).
@@ -191,12 +160,11 @@ def save_checkpoint(directory: Location, model: nn.Module, cfg: ExperimentConfig
             "threads": torch.get_num_threads(),
             "num_params": sum(t.numel() for t in unwrap(model).parameters())} | _json_scalars(state)
 
-    # torch writes straight into the new directory: no second copy in memory
+    # torch writes straight into the new directory: no second copy in memory; a full disk is an
+    # OSError (errno), not torch's RuntimeError ("unexpected pos")
     def write(tmp: Path) -> None:
         for name, obj in ((MODEL_FILE, weights), (STATE_FILE, state)):
-            # a full disk: an OSError (errno), not torch's RuntimeError ("unexpected pos")
-            with open(tmp / name, "wb") as fh:
-                _save(obj, fh)
+            storage.write_stream(tmp / name, lambda fh, obj=obj: torch.save(obj, fh))
 
     storage.write_dir(directory,
                       {CONFIG_FILE: json.dumps(cfg.to_dict(), indent=2, sort_keys=True),

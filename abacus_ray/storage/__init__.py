@@ -37,6 +37,7 @@ A path or URI is resolved once, where it enters (the command line); everything b
     read_parquet, read_parquet_schema, open_parquet, write_parquet (atomic)
     write_files(loc, {name: data})          # several files of a directory, each whole (site pages)
     write_dir(loc, {name: data}, fill=...)  # a whole directory (a checkpoint), never half done:
+                                            # `fill` streams big files in with write_stream;
                                             # renamed into place on a disk, published by its
                                             # manifest on an object store (`dirs` says what holds
                                             # on each)
@@ -86,6 +87,7 @@ from abacus_ray.storage.files import (
     write_bytes,
     write_csv,
     write_parquet,
+    write_stream,
     write_text,
 )
 from abacus_ray.storage.lease import LEASE_FILE, lease
@@ -148,6 +150,7 @@ __all__ = [
     "tree_bytes",
     "upload",
     "write_bytes",
+    "write_stream",
     "write_dir",
     "write_files",
     "write_parquet",

@@ -23,7 +23,9 @@ import resource
 import shutil
 import stat
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psutil
@@ -388,6 +390,29 @@ def write_bytes(loc: Location, data: bytes) -> Location:
     with loc.fs.open_output_stream(loc.path) as fh:
         fh.write(data)
     return loc
+
+
+def write_stream(path: Path, write: Callable[[Any], None]) -> None:
+    """One file of a directory `write_dir` is filling (its `fill`'s temporary directory), written
+    by `write(fh)` straight into the file, so a large object (torch.save of a model) is never held
+    twice in memory. A failed write raises the OSError it was, with its errno, whatever the library
+    made of it (torch's zip writer reports no space left as a RuntimeError about the stream)."""
+    errors: list[OSError] = []
+    with open(path, "wb") as fh:
+
+        def _keeping(data: bytes) -> int:
+            try:
+                return fh.write(data)
+            except OSError as e:
+                errors.append(e)
+                raise
+
+        try:
+            write(SimpleNamespace(write=_keeping, flush=fh.flush, name=fh.name))
+        except Exception:
+            if errors:
+                raise errors[0] from None
+            raise
 
 
 def write_text(loc: Location, text: str) -> Location:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import io
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,8 @@ import zipfile
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
+
+from abacus_ray import storage
 
 # What the GPU image already has, canonical names
 # (docs/performance.md, "Running on a GPU machine without Ray").
@@ -88,11 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         download(args.python, tmp / "wheels")
         taken = unpack(tmp / "wheels", tmp / "site")
         print("wheels:", " ".join(taken))
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_name(out.name + ".partial")
-        with tarfile.open(partial, "w:gz", compresslevel=9) as tar:
+        packed = io.BytesIO()  # at most --max-mb: whole in memory, then one atomic write
+        with tarfile.open(fileobj=packed, mode="w:gz", compresslevel=9) as tar:
             tar.add(tmp / "site", arcname="site")
-        partial.replace(out)
+        storage.write_bytes(storage.on_disk(out), packed.getvalue())
     mb = out.stat().st_size / 2**20
     print(f"{out}: {mb:.1f} MiB ({len(taken)} wheels, Python {args.python})")
     if mb > args.max_mb:
