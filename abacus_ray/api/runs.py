@@ -88,7 +88,6 @@ def train(config: ExperimentConfig | None, out: str, *, resume: bool = False,
     (`resumed`: the checkpoint resumed, or None) is called once everything is checked, just
     before the first step. One run at a time holds `out`."""
     from abacus_ray.model.checkpoint import (  # heavy: torch, only once something trains
-        META_FILE,
         STATE_FILE,
         check_train_state,
         latest_checkpoint,
@@ -109,7 +108,7 @@ def train(config: ExperimentConfig | None, out: str, *, resume: bool = False,
         check_train_state(resumed.state, latest / STATE_FILE)
         cfg = resumed.config.with_overrides(overrides)
         check_resumable(cfg, resumed.config, str(latest), "--resume")  # a --set it cannot take
-        recorded = storage.read_json(latest / META_FILE).get("threads")
+        recorded = resumed.meta.get("threads")
         del resumed
     else:
         if latest is not None:

@@ -287,12 +287,8 @@ def prepare(sweep: Sweep | str, options: SweepOptions) -> SweepPlan:
     grids = {t.config.eval.grids: resolve_grid_names(t.config.eval.grids) for t in trials}
     for task, names in {(t.config.task.name, t.config.eval.grids) for t in trials}:
         for grid in grids[names]:  # a grid of another task's problems: refused before any training
-            try:
-                eval_tasks_for(task, grid.task, grid_name=grid.name)
-            except ValueError:
-                raise ValueError(f"--grid: {grid.name!r} holds {grid.task!r} problems, but the "
-                                 f"sweep trains on {task!r}; choose a grid for it, or cells: / "
-                                 "diagonal: specs") from None
+            eval_tasks_for(task, grid.task, grid_name=grid.name, trained="the sweep trains on",
+                           instead="cells: / diagonal: specs")
     loc = loc or check_before_ray(options)
     # another sweep in this directory: refused before Ray starts (the driver checks again)
     dirs = SweepDir(loc, sweep.name)

@@ -63,16 +63,17 @@ class Grid:
         return Grid(f"{self.name}+{other.name}", _unique(self.pairs + other.pairs), self.task)
 
 
-def eval_tasks_for(model_task: str, grid_task: str | None, *,
-                   grid_name: str = "grid") -> tuple[str, ...]:
-    """Which problem tasks a `model_task` model can be scored on for a grid of `grid_task`."""
+def eval_tasks_for(model_task: str, grid_task: str | None, *, grid_name: str = "grid",
+                   trained: str = "the checkpoint was trained on",
+                   instead: str = "a --cells/--diagonal spec") -> tuple[str, ...]:
+    """Which problem tasks a `model_task` model can be scored on for a grid of `grid_task`
+    (`trained` and `instead` word the refusal for the caller: a checkpoint, or a sweep)."""
     allowed = EVAL_TASKS.get(model_task, (model_task,))
     if grid_task is None:
         return allowed
     if grid_task not in allowed:
-        raise ValueError(f"grid: {grid_name!r} holds {grid_task!r} problems, but the checkpoint "
-                         f"was trained on {model_task!r}; choose a grid for {', '.join(allowed)} "
-                         "or a --cells/--diagonal spec")
+        raise ValueError(f"grid: {grid_name!r} holds {grid_task!r} problems, but {trained} "
+                         f"{model_task!r}; choose a grid for {', '.join(allowed)} or {instead}")
     return (grid_task,)
 
 

@@ -20,8 +20,8 @@ from abacus_ray.config.task import TASKS, task_names
 from abacus_ray.seeds import stable_key
 from abacus_ray.tasks import arithmetic, bitwise, sorting
 from abacus_ray.tasks.formats import HINT_MODES, Problem, pad_with_counts, padding_counts
-from abacus_ray.tasks.randomness import row_width, row_words
-from abacus_ray.tasks.tokenizer import HINT_SYMBOLS
+from abacus_ray.tasks.randomness import WORDS_PER_COUNTER, row_width, row_words
+from abacus_ray.tasks.tokenizer import ARITH_CHARS, HINT_SYMBOLS
 
 __all__ = ["Problem", "TASKS", "generate", "cell_problems", "problems_from_words", "words_needed",
            "pad_words_needed", "check_int", "check_variant"]
@@ -56,8 +56,8 @@ def check_variant(task: str, i: int, j: int, index_hints: str, pad_p: float,
 
 
 # A plugin task's row seeds a numpy Generator with one Philox counter's words (256 bits)
-PLUGIN_WORDS = 4
-_ALPHABET = frozenset("0123456789+-x=")
+PLUGIN_WORDS = WORDS_PER_COUNTER
+_ALPHABET = frozenset(ARITH_CHARS) - {" "}  # the pad vocabulary's characters; a space is padding
 
 
 def words_needed(task: str, i: int, j: int) -> int:
