@@ -68,3 +68,34 @@ def test_a_disk_that_fills_mid_sweep_ends_it_in_one_line_per_trial(disk):
     for step in steps:
         assert sorted(p.name for p in step.iterdir()) == [
             "config.json", "meta.json", "model.pt", "train_state.pt"], step
+
+
+
+def test_a_trial_error_cut_short_by_a_full_disk_is_read_as_the_full_disk(disk, ray_local):
+    """Tune writes a failed trial's error into the full disk as an empty `error.pkl` and then fails
+    reading it back (`EOFError` out of `Tuner.fit`, as a sweep in CI once ended); the driver reads
+    the grid without it."""
+    from ray import tune
+
+    from abacus_ray import storage
+    from abacus_ray.cluster.driver import _fit
+    from abacus_ray.sweep_dir import SweepDir
+
+    def fill_then_fail(config: dict) -> None:  # nested: Ray's workers get it by value
+        with open(Path(config["disk"]) / ".filler", "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * (1 << 16))
+                    fh.flush()
+            except OSError:
+                pass
+        raise RuntimeError("the disk is full")
+
+    dirs = SweepDir(storage.resolve(str(disk / "store")), "fill")
+    exp = dirs.tune_run(0)
+    tuner = tune.Tuner(fill_then_fail, param_space={"disk": str(disk)},
+                       run_config=tune.RunConfig(name=exp.name, storage_path=dirs.root.path,
+                                                 verbose=0))
+    (result,) = _fit(tuner, dirs, exp)
+    assert result.error is not None
+    assert storage.find(exp, "error.pkl") == []  # the empty copy Tune could not read went

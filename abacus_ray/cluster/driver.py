@@ -19,6 +19,7 @@ import dataclasses
 import errno
 import logging
 import os
+import pickle
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 
 import ray.exceptions
 from ray import tune
+from ray.tune import ResultGrid
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from abacus_ray import storage, trial_status
@@ -175,8 +177,7 @@ def _train(name: str, preset_name: str, trials: Sequence[Trial], dirs: SweepDir,
     watch = PendingWatch(min(cfg.cluster.wait_warn_s for cfg in by_name.values()))
     watch.start()
     try:
-        with quiet_full_disk():
-            grid = tuner.fit()
+        grid = _fit(tuner, dirs, exp)
     except BaseException as e:
         if tracking == "mlflow":  # the sweep itself stopped: no run stays RUNNING
             _unless_disk_full(lambda: close_runs(home, name, {}))
@@ -224,6 +225,22 @@ def _unless_disk_full(write: Callable[[], Any]) -> None:
     except Exception as e:
         if storage.disk_full(e) is None:
             raise
+
+
+def _fit(tuner: tune.Tuner, dirs: SweepDir, exp: Location) -> ResultGrid:
+    """RAY: run the trials. On a disk that filled, Tune may have left a trial's pickled error
+    cut short and fail reading it back (`EOFError`); those files hold nothing, so they go and the
+    grid is read again, each trial's own report saying the disk was full."""
+    with quiet_full_disk():
+        try:
+            return tuner.fit()
+        except (EOFError, pickle.UnpicklingError):
+            free = storage.free_bytes(dirs.root)
+            if free is None or free >= 1 << 20:  # not a full disk: a fault to show whole
+                raise
+            for cut in storage.find(exp, "error.pkl"):
+                storage.delete(cut)
+            return tuner.get_results()
 
 
 def _full(dirs: SweepDir, trials: Mapping[str, str]) -> OSError:
