@@ -19,7 +19,6 @@ import dataclasses
 import errno
 import logging
 import os
-import pickle
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -229,15 +228,15 @@ def _unless_disk_full(write: Callable[[], Any]) -> None:
 
 def _fit(tuner: tune.Tuner, dirs: SweepDir, exp: Location) -> ResultGrid:
     """RAY: run the trials. On a disk that filled, Tune may have left a trial's pickled error
-    cut short and fail reading it back (`EOFError`); those files hold nothing, so they go and the
-    grid is read again, each trial's own report saying the disk was full."""
+    cut short and fail reading it back (`EOFError`); on that disk, those files go and the grid is
+    read again, each trial's own report saying the disk was full. Any other failure is raised."""
     with quiet_full_disk():
         try:
             return tuner.fit()
-        except (EOFError, pickle.UnpicklingError):
+        except Exception as e:  # noqa: BLE001 - EOFError, or a pickle cut mid-way
             free = storage.free_bytes(dirs.root)
-            if free is None or free >= 1 << 20:  # not a full disk: a fault to show whole
-                raise
+            if storage.disk_full(e) is not None or free is None or free >= 1 << 20:
+                raise  # the full disk itself (the caller's one line), or another fault, whole
             for cut in storage.find(exp, "error.pkl"):
                 storage.delete(cut)
             return tuner.get_results()

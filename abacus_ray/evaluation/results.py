@@ -35,6 +35,7 @@ columns say how it was.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import sys
@@ -180,10 +181,11 @@ def _arrow_type(tp: Any) -> pa.DataType:
 
 def _config_fields(cls: type, prefix: str = "") -> list[tuple[str, pa.DataType]]:
     out = []
+    hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
-        tp = typing.get_type_hints(cls)[f.name]
+        tp = hints[f.name]
         key = f"{prefix}{f.name}"
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             if key == "eval":
@@ -194,6 +196,7 @@ def _config_fields(cls: type, prefix: str = "") -> list[tuple[str, pa.DataType]]
     return out
 
 
+@functools.cache  # the config's fields are fixed for a process; every part written asks for it
 def cell_schema() -> pa.Schema:
     """Core columns + one column per flattened `ExperimentConfig` field (today's config)."""
     cfg_fields = [(k, t) for k, t in _config_fields(ExperimentConfig) if k not in CORE_COLUMNS]
