@@ -25,7 +25,8 @@ import torch  # noqa: E402
 # The cores shared out among the xdist workers, so that in-process training does not oversubscribe them
 # (the suite is CPU-bound: docs/guide.md, "Tests").
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // WORKERS)))
+THREADS = max(1, min(2, (os.cpu_count() or 1) // WORKERS))
+torch.set_num_threads(THREADS)
 
 import pytest  # noqa: E402
 
@@ -60,6 +61,16 @@ def ray_local(ray_session):
     a GPU pool beside the CPU pool; the GPU actor falls back to the CPU because CUDA is absent.
     """
     return ray_session()
+
+
+@pytest.fixture(autouse=True)
+def _same_threads():
+    """Put back torch's thread count: a command run in-process (`train`, `eval`) sizes it to the
+    idle CPUs, and two workers at two threads each on 2 cores made the small tests after it 10-30x
+    slower (OpenMP threads spinning against each other)."""
+    yield
+    if torch.get_num_threads() != THREADS:
+        torch.set_num_threads(THREADS)
 
 
 @pytest.fixture(autouse=True)
