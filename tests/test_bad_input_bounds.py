@@ -60,6 +60,7 @@ def test_big_numbers_are_refused_before_work(argv, culprit, ckpt, work, no_ray):
     assert "bound" in message or "must be in" in message, message
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_a_plan_at_the_step_bound_is_priced_in_seconds(no_ray):
     """10^12 optimiser steps (the bound) are priced without stepping through them: a finite plan."""
     code, out, err = run(["plan", "fig10_k", "--json", "--gpu", "H100", "--set", "train.budget_a4000_hours=null",
@@ -69,6 +70,7 @@ def test_a_plan_at_the_step_bound_is_priced_in_seconds(no_ray):
     assert math.isfinite(total["a4000_hours"]) and total["a4000_hours"] > 0
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_a_sweep_just_under_the_trial_bound_expands_and_one_over_is_refused(work, no_ray):
     per_seed = 2  # fig10_k's tiny preset: k = 1, 12
     code, out, err = run(["sweep", "fig10_k", "--dry-run", "--seeds", str(MAX_TRIALS // per_seed)])

@@ -251,6 +251,7 @@ def test_names_and_flags_are_blamed_as_typed(argv, culprit, places, offline, wor
     assert list(fresh.iterdir()) == []
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_sweep_new_writes_a_template_that_runs_as_written(tmp_path, capsys, no_ray):
     """`sweep --new PATH`: a commented sweep file with its __main__ block and a CLAIM; its dry run
     expands, by NAME and as a script; an existing file is never overwritten."""

@@ -95,6 +95,7 @@ def test_a_storage_root_of_one_sweep_gets_the_table_too(tmp_path, capsys):
     assert last.startswith("| fig10_k | Fig. 10 | ") and last.endswith(" | - | tiny | 2/2 |")
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_the_dashboard_index_lists_each_sweeps_verdict_linked_to_its_page(tmp_path, capsys):
     from dashboards.build import build_site
 

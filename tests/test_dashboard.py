@@ -302,6 +302,7 @@ def _get(url: str) -> bytes:
         return r.read()
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_server_binds_loopback_and_rebuilds_when_parts_arrive(tmp_path):
     write_two_seeds(tmp_path, "live")
     results = storage.resolve(tmp_path / "live" / "results")
@@ -338,6 +339,7 @@ def test_signature_changes_with_parts_only(tmp_path):
     assert signature(storage.resolve(tmp_path / "missing")) == ()
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_cli_builds_the_site_and_reports_bad_input(tmp_path, capsys):
     write_two_seeds(tmp_path, "fig10_k")
     assert cli_main(["dashboard", str(tmp_path / "fig10_k"), "--out", str(tmp_path / "out")]) == 0

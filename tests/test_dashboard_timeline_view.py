@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from abacus_ray.storage import on_disk
 from dashboards.build import build_site
@@ -43,6 +44,7 @@ def test_trials_get_the_first_free_lane_of_their_node():
     assert HOSTILE not in json.dumps(fig)  # run names are escaped before they reach Plotly
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_sweep_page_has_the_timeline_view_when_the_sweep_recorded_a_timeline(tmp_path):
     results = synthetic_results(tmp_path / "s" / "results", [("s/a0", ["seed=0"])], [(1, 1), (2, 2)], per_cell=5)
     index = build_site(on_disk(tmp_path / "s"), tmp_path / "site")

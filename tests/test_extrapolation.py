@@ -40,6 +40,7 @@ def test_balanced_draw_trains_the_top_rows_far_more_often_than_uniform(max_k, lo
     assert balanced[-1] > 4 * uniform[-1]  # weighted toward the largest offset
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_offset_draw_follows_the_config():
     uniform = OffsetDraw.of(preset("tiny", ["model.max_k=24"]))
     assert uniform.probs is None  # the paper's draw, bit for bit the old one

@@ -96,6 +96,7 @@ def test_bad_input_is_one_line_exit_2_before_work(argv, culprit, capsys):
     assert err.out == "" and len(lines) == 1 and culprit in lines[0], err
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_huge_seeds_are_refused_before_any_expansion(capsys, monkeypatch):
     out = subprocess.run([sys.executable, "-m", "abacus_ray.cli", "plan", "--all", "--seeds", str(10**12)],
                          capture_output=True, text=True, timeout=120)

@@ -52,6 +52,7 @@ def test_summary_refuses_a_place_without_results_naming_it(tmp_path, capsys):
     assert f"{tmp_path / 'fig10_k'}: holds no abacus-ray results" in err and "results/" in err
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_dashboard_takes_a_sweep_root_and_a_storage_root(tmp_path, capsys):
     write_sweep(tmp_path / "runs", "fig10_k")
     write_sweep(tmp_path / "runs", "fig11_large_k")

@@ -50,6 +50,7 @@ def test_only_the_loops_metrics_are_tracked():
     assert tracked(result) == {"step": 40, "loss": 1.5, "lr": 1e-3, "validation_12": 0.5}
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_evaluation_logs_means_and_the_trials_cells_as_an_artifact(tmp_path):
     from abacus_ray.cluster.tracking import RUN_TAG, log_evaluation
     from abacus_ray.config import preset
@@ -79,6 +80,7 @@ def test_evaluation_logs_means_and_the_trials_cells_as_an_artifact(tmp_path):
     assert (root / "mlartifacts").is_dir()  # beside the store, not in the working directory
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_runs_left_running_end_failed_or_killed(tmp_path):
     from abacus_ray.cluster.tracking import RUN_TAG, close_runs
 
@@ -204,6 +206,7 @@ def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_loc
     assert "config.json" in [a.path for a in client.list_artifacts(done.info.run_id)]
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_runs_left_running_are_ended_past_the_first_page(tmp_path, monkeypatch):
     """MLflow answers a search one page at a time (1,000 runs a page); pages of 2 here, so that
     five runs stand for a sweep of more than 1,000 trials."""

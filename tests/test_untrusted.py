@@ -60,6 +60,7 @@ def _python_sources() -> list[Path]:
     return sorted(p for d in SOURCES for p in (REPO / d).rglob("*.py"))
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_every_load_in_the_code_base_is_weights_only():
     torch_loads, problems = [], []
     for path in _python_sources():
@@ -362,6 +363,7 @@ def audit(path: Path) -> Audit:
     return a
 
 
+@pytest.mark.slow  # over a second: out of the fast tier
 def test_dashboards_escape_every_user_supplied_string(tmp_path):
     from dashboards.build import STATIC, build_site
 
