@@ -70,11 +70,10 @@ def test_a_disk_that_fills_mid_sweep_ends_it_in_one_line_per_trial(disk):
             "config.json", "meta.json", "model.pt", "train_state.pt"], step
 
 
-
 def test_a_trial_error_cut_short_by_a_full_disk_is_read_as_the_full_disk(disk, ray_local):
     """Tune writes a failed trial's error into the full disk as an empty `error.pkl` and then fails
-    reading it back (`EOFError` out of `Tuner.fit`, as a sweep in CI once ended); the driver reads
-    the grid without it."""
+    reading it back (`EOFError` out of `Tuner.fit`: a traceback where the sweep above owes one line
+    per trial); the driver reads the grid without it."""
     from ray import tune
 
     from abacus_ray import storage
