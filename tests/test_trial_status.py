@@ -5,15 +5,18 @@ search table (and so `--confirm`), the timeline and the trial record `eval-all` 
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
-from ray.tune import Result
 
 from abacus_ray import storage, trial_status
 from abacus_ray.config import preset
 from abacus_ray.sweep import best_point
 from abacus_ray.trial_status import DIVERGED, ERROR, FINISHED, STOPPED
+
+if TYPE_CHECKING:
+    from ray.tune import Result
 
 
 def test_each_ending_has_its_status():
@@ -39,6 +42,8 @@ def test_include_takes_a_comma_list_of_statuses():
 
 def _result(root, run: str, validation: float, *, error=None, **last) -> Result:
     """A trial's Tune result: two validation reports, the last with `last` in it."""
+    from ray.tune import Result  # here, not at collection: a second of every worker's start
+
     trial_id = run[-1]
     checkpoint = root / "train" / f"train-{trial_id}" / "step-000000010"
     base = {"config": {"run": run}, "trial_id": trial_id, "node_id": "n1", "pid": 1,
