@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from pace import deadline
-from test_bad_input_places import _tmpfs
+from test_bad_input_places import _tmpfs, fill_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -30,13 +30,7 @@ def disk(tmp_path):
 def _fill_when_a_checkpoint_lands(mount: Path, store: Path, done: threading.Event) -> None:
     while not done.is_set() and not list(store.rglob("step-*/meta.json")):
         done.wait(0.2)
-    with open(mount / ".filler", "wb") as fh:
-        try:
-            while True:
-                fh.write(b"\0" * (1 << 20))
-                fh.flush()
-        except OSError:
-            pass
+    fill_up(mount)
 
 
 def test_a_disk_that_fills_mid_sweep_ends_it_in_one_line_per_trial(disk):
@@ -74,27 +68,26 @@ def test_a_trial_error_cut_short_by_a_full_disk_is_read_as_the_full_disk(disk, r
     """Tune writes a failed trial's error into the full disk as an empty `error.pkl` and then fails
     reading it back (`EOFError` out of `Tuner.fit`: a traceback where the sweep above owes one line
     per trial); the driver reads the grid without it."""
-    from ray import tune
+    import test_bad_input_places
+    from ray import cloudpickle, tune
 
     from abacus_ray import storage
     from abacus_ray.cluster.driver import _fit
     from abacus_ray.sweep_dir import SweepDir
 
-    def fill_then_fail(config: dict) -> None:  # nested: Ray's workers get it by value
-        with open(Path(config["disk"]) / ".filler", "wb") as fh:
-            try:
-                while True:
-                    fh.write(b"\0" * (1 << 16))
-                    fh.flush()
-            except OSError:
-                pass
+    def fill_then_fail(config: dict) -> None:  # nested: Ray's workers get it (and fill_up) by value
+        fill_up(Path(config["disk"]))
         raise RuntimeError("the disk is full")
 
     dirs = SweepDir(storage.resolve(str(disk / "store")), "fill")
     exp = dirs.tune_run(0)
-    tuner = tune.Tuner(fill_then_fail, param_space={"disk": str(disk)},
-                       run_config=tune.RunConfig(name=exp.name, storage_path=dirs.root.path,
-                                                 verbose=0))
-    (result,) = _fit(tuner, dirs, exp)
+    cloudpickle.register_pickle_by_value(test_bad_input_places)  # the workers cannot import tests/
+    try:
+        tuner = tune.Tuner(fill_then_fail, param_space={"disk": str(disk)},
+                           run_config=tune.RunConfig(name=exp.name, storage_path=dirs.root.path,
+                                                     verbose=0))
+        (result,) = _fit(tuner, dirs, exp)
+    finally:
+        cloudpickle.unregister_pickle_by_value(test_bad_input_places)
     assert result.error is not None
     assert storage.find(exp, "error.pkl") == []  # the empty copy Tune could not read went
