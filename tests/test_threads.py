@@ -1,5 +1,5 @@
-"""Torch threads: sized from the CPUs a process may use, recorded with each checkpoint, and enough,
-with a trial's config, for `train` to train that sweep trial's model again."""
+"""Torch threads: sized from the CPUs a process may use and recorded with each checkpoint (that a
+trial's config and thread count train that sweep trial's model again: tests/test_fig10_on_ray.py)."""
 
 from __future__ import annotations
 
@@ -61,26 +61,3 @@ def test_a_busy_core_is_left_out_and_a_resume_keeps_its_checkpoints_count(tmp_pa
     assert resumed.returncode == 0, resumed.stderr
     last = sorted((tmp_path / "a").glob("step-*/meta.json"))[-1]
     assert json.loads(last.read_text())["step"] == 4 and json.loads(last.read_text())["threads"] == 1
-
-
-@pytest.mark.slow
-@pytest.mark.ray
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to differ from 1 thread")
-def test_train_given_a_trials_config_and_threads_trains_that_trials_model(tmp_path):
-    store = tmp_path / "store"
-    done = _cli("sweep", "fig10_k", "--set", "train.max_steps=30", "--max-trials", "1",
-                "--no-eval", "--no-dashboard", "--tracking", "none", "--storage", store,
-                cwd=tmp_path, timeout=400)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (trial,) = (store / "fig10_k" / "train").glob("*/step-000000030")
-    meta = json.loads((trial / "meta.json").read_text())
-    assert meta["threads"] == 1  # a worker of 0.98 CPU: Ray's OMP_NUM_THREADS
-    ids = {}
-    for threads in ("1", "2"):
-        argv = ["train", "--config", trial, "--out", tmp_path / f"again-{threads}"]
-        done = _cli(*argv, "--threads", threads, cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        ids[threads] = done.stdout.split("model_id: ")[1].strip()
-    assert ids["1"] == meta["model_id"]  # the same model, trained again outside Ray
-    # two threads: other sums, another model (the default, the idle CPUs, is 1 on a busy machine)
-    assert ids["2"] != meta["model_id"]

@@ -12,7 +12,9 @@ holds only the swept values);
 * a resumed sweep continues each trial's run instead of opening a second
 one: Ray's callback keeps its
   trial -> run map in memory only, so after `Tuner.restore` it would start every run again. Runs are
-  found by the `abacus_run` tag, the trial's run name.
+  found by the `abacus_run` tag, the trial's run name. A trial whose config a grown sweep changed
+  (more steps, more grids) gets a new run tagged `grown_from` the old one: MLflow's params cannot
+  change, and the old run's still describe the model it tracked.
 
 Metrics are the training loop's own (loss, lr, throughput, budget, validation scores); Tune's
 bookkeeping
@@ -52,6 +54,7 @@ from abacus_ray.sweep_dir import SweepDir
 
 TRACKERS = ("mlflow", "wandb", "none")
 RUN_TAG = "abacus_run"
+GROWN_FROM_TAG = "grown_from"  # a grown sweep's trial (more steps or grids): the run it follows
 # What a training report says about the run (`training.loop`); the rest of a
 # Tune result is bookkeeping.
 METRICS = ("step", "samples", "tokens", "loss", "lr", "batch_size", "tokens_per_s", "samples_per_s",
@@ -135,11 +138,14 @@ class TrialRuns(MLflowLoggerCallback):
                 filter_string=f"tags.{RUN_TAG} = '{name}'",
                 output_format="list",
             )
-            if found:  # a resumed sweep: this trial's run goes on
-                self._trial_runs[trial] = found[0].info.run_id
-                self.mlflow_util._get_client().update_run(found[0].info.run_id, status="RUNNING")
-            else:
+            latest = found[0] if found else None  # MLflow lists the newest run first
+            if latest is not None and latest.data.params in ({}, self.params.get(name, {})):
+                self._trial_runs[trial] = latest.info.run_id  # a resumed sweep: the run goes on
+                self.mlflow_util._get_client().update_run(latest.info.run_id, status="RUNNING")
+            else:  # a new trial, or one its grown sweep changed (params cannot change in MLflow)
                 tags = {**self.tags, "trial_name": str(trial), RUN_TAG: name}
+                if latest is not None:
+                    tags[GROWN_FROM_TAG] = latest.info.run_id
                 self._trial_runs[trial] = self.mlflow_util.start_run(
                     tags=tags, run_name=name
                 ).info.run_id
