@@ -94,10 +94,11 @@ def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConf
     trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
         tune.with_parameters(run_trial, configs=by_name, train_path=train_path, filesystem=fs),
         lambda params: trial_resources(by_name[params["run"]]))
-    if tune.Tuner.can_restore(exp.path, storage_filesystem=fs):
+    tune_path, tune_fs = dirs.root.tune_storage  # RAY: Tune's state, each file written whole
+    if tune.Tuner.can_restore(exp.path, storage_filesystem=tune_fs):
         print(f"{name}: resuming {exp}", file=sys.stderr)
         return tune.Tuner.restore(exp.path, trainable, resume_errored=True,  # RAY: resume the sweep
-                                  storage_filesystem=fs)
+                                  storage_filesystem=tune_fs)
     # RAY: one trial per expanded point. The param space holds the swept values themselves (the
     # status table's columns); the searcher replays exactly the points, and each trial
     # finds its config by `run`.
@@ -112,7 +113,7 @@ def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConf
         tune_config=tune.TuneConfig(num_samples=len(points), search_alg=BasicVariantGenerator(
             points_to_evaluate=points, max_concurrent=limit),
             scheduler=scheduler(search, trials) if search is not None else None),  # RAY: ASHA
-        run_config=tune.RunConfig(name=exp.name, storage_path=dirs.root.path, storage_filesystem=fs,
+        run_config=tune.RunConfig(name=exp.name, storage_path=tune_path, storage_filesystem=tune_fs,
                                   verbose=1,
                                   failure_config=tune.FailureConfig(
                                       max_failures=MAX_TRIAL_FAILURES),
