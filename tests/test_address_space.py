@@ -16,6 +16,8 @@ from abacus_ray.model import ArithmeticTransformer
 from abacus_ray.model.checkpoint import save_checkpoint
 from abacus_ray.storage import memory_limit, on_disk
 
+pytestmark = pytest.mark.cost(80)  # seconds in `make test`: its place in the order (conftest)
+
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 4 << 30
 

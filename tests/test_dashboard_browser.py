@@ -25,7 +25,7 @@ from dashboards.sample import make_sample
 from dashboards.site import sweep_page_name
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-pytestmark = pytest.mark.slow  # a real browser on a trained sample: `make test`, not `make test-fast`
+pytestmark = [pytest.mark.slow, pytest.mark.cost(35)]  # a real browser on a trained sample: `make test`, not `make test-fast`
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUN = "<script>alert('run')</script><b>bold</b> & co"

@@ -103,7 +103,7 @@ def finished_runs(search) -> set[str]:
 
 
 @pytest.mark.ray
-@pytest.mark.cost(62)
+@pytest.mark.cost(40)
 def test_search_sweep_runs_end_to_end_with_asha(tmp_path, ray_local, capsys):
     """The sweep file as a user runs it, 4 points of 60 steps: Tune's ASHA over the validation, search.parquet,
     grid evaluation of the trials that ran their budget, the dashboard's search view, and --confirm's

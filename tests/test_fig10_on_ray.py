@@ -19,7 +19,7 @@ from abacus_ray.model.checkpoint import list_checkpoints
 from abacus_ray.storage import on_disk
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.ray, pytest.mark.cost(58)]
+pytestmark = [pytest.mark.ray, pytest.mark.cost(330)]
 
 
 def _fig10():

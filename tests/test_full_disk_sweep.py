@@ -16,7 +16,7 @@ import pytest
 from pace import deadline
 from test_bad_input_places import _tmpfs, fill_up
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.cost(95)]
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.cost(35)  # seconds in `make test`: its place in the order (conftest)
+
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "abacus_ray", "dashboards")  # what the wheel is built from
 

@@ -18,7 +18,7 @@ import pytest
 from abacus_ray.storage import on_disk
 from benchmarks.census import exposed, is_loopback, listeners
 
-pytestmark = [pytest.mark.ray, pytest.mark.cost(45)]
+pytestmark = [pytest.mark.ray, pytest.mark.cost(75)]
 
 
 class Sampler:

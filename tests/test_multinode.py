@@ -25,7 +25,7 @@ from abacus_ray import storage
 from abacus_ray.evaluation.results import KEY, read_cells
 from abacus_ray.storage import on_disk
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.cost(240)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.cost(585)]
 
 WORKERS_AND_NODES = """
 import json

@@ -169,7 +169,7 @@ def test_an_os_error_without_a_path_names_the_call_and_the_lost_working_director
 
 
 @pytest.mark.ray
-@pytest.mark.cost(65)  # the module's three Ray tests
+@pytest.mark.cost(80)  # the module's three Ray tests
 def test_four_trials_share_one_gpu_slot_at_a_quarter_each(ray_local, tmp_path):
     """`cluster.gpus_per_worker=0.25`: four trials run at once on the embedded Ray's one (fake) GPU."""
     from abacus_ray.cluster.driver import run_sweep

@@ -19,6 +19,8 @@ from pace import deadline
 from abacus_ray.evaluation.results import read_cells
 from abacus_ray.storage import on_disk
 
+pytestmark = pytest.mark.cost(100)  # seconds in `make test`: its place in the order (conftest)
+
 REPO = Path(__file__).resolve().parents[1]
 ALIBI = REPO / "examples" / "alibi.py"
 ADD3 = REPO / "examples" / "add3.py"

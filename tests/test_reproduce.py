@@ -12,6 +12,8 @@ from abacus_ray import figures
 from abacus_ray.cli import main
 from abacus_ray.cli.reproduce import paper_sweeps
 
+pytestmark = pytest.mark.cost(90)  # seconds in `make test`: its place in the order (conftest)
+
 
 @pytest.fixture
 def no_ray(monkeypatch):

@@ -22,6 +22,8 @@ from abacus_ray import storage
 from abacus_ray.evaluation.results import KEY, part_files, read_cells
 from abacus_ray.storage import StorageError, on_disk
 
+pytestmark = pytest.mark.cost(40)  # seconds in `make test`: its place in the order (conftest)
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -20,7 +20,7 @@ from abacus_ray import storage
 from abacus_ray.cli import main
 from abacus_ray.evaluation.results import KEY, read_cells
 
-pytestmark = [pytest.mark.ray, pytest.mark.cost(120)]
+pytestmark = [pytest.mark.ray, pytest.mark.cost(95)]
 
 FLAGS = ["--preset", "tiny", "--max-trials", "1", "--seeds", "1", "--set", "train.max_steps=8",
          "--set", "eval.per_cell=2", "--grid", "cells:1-2x1-2", "--no-dashboard"]

@@ -18,7 +18,7 @@ from abacus_ray.cli import main
 from abacus_ray.evaluation.results import config_columns, read_cells
 from abacus_ray.storage import on_disk
 
-pytestmark = [pytest.mark.ray, pytest.mark.cost(102)]
+pytestmark = [pytest.mark.ray, pytest.mark.cost(110)]
 
 
 def _plain(v):

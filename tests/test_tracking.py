@@ -164,7 +164,7 @@ class TrialKiller(threading.Thread):
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.cost(40)
+@pytest.mark.cost(110)
 def test_killed_and_diverged_trials_fail_alone_and_their_runs_end_failed(ray_local, tmp_path):
     from abacus_ray import storage
     from abacus_ray.api.sweeps import load_sweep
