@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pyarrow.fs as pafs
+import pytest
 
 from abacus_ray.storage.whole_writes import TMP_PREFIX, whole_writes_fs
 
@@ -24,6 +25,7 @@ def test_a_write_replaces_its_target_only_when_closed(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(TMP_PREFIX)]
 
 
+@pytest.mark.slow  # a process of its own: out of the fast tier
 def test_a_writer_killed_mid_copy_leaves_the_old_file_and_a_hidden_temporary(tmp_path):
     """Tune's upload is `pyarrow.fs.copy_files` into this file system; SIGKILL it mid-write."""
     (tmp_path / "state.json").write_text("whole")
