@@ -46,7 +46,8 @@ A path or URI is resolved once, where it enters (the command line); everything b
 
 `StorageError` is a `ValueError`: the command line prints it as one line and exits 2. The modules:
 `location` (parsing into a `Location`), `files` (files and Parquet, atomic writes), `dirs` (whole
-directories), `probe` (checks before work).
+directories), `probe` (checks before work), `whole_writes` (the local file system Ray Tune writes
+its experiment state through, `Location.tune_storage`: each file whole).
 """
 
 from abacus_ray.storage.dirs import (
