@@ -90,4 +90,6 @@ def test_a_trial_error_cut_short_by_a_full_disk_is_read_as_the_full_disk(disk, r
     finally:
         cloudpickle.unregister_pickle_by_value(test_bad_input_places)
     assert result.error is not None
-    assert storage.find(exp, "error.pkl") == []  # the empty copy Tune could not read went
+    # the empty copy Tune could not read went; where the full disk still took the whole file (a few
+    # bytes freed as the trial ended), Tune read it and it stays
+    assert all(storage.file_info(pkl).size > 0 for pkl in storage.find(exp, "error.pkl"))
