@@ -95,6 +95,45 @@ def test_runs_left_running_end_failed_or_killed(tmp_path):
     assert status == {"s/ok": "FINISHED", "s/oom": "FAILED", "s/cut": "KILLED", "s/x": "FAILED"}
 
 
+@pytest.mark.slow  # an MLflow store: seconds
+def test_a_resumed_trial_keeps_its_run_and_a_grown_one_gets_a_new_run(tmp_path):
+    """A rerun of the same trial (a killed driver, its params logged whole, in part or not at all)
+    continues its run; a trial whose config the grown sweep changed gets a new run tagged with the
+    one it follows, since MLflow refuses to change a logged param."""
+    from abacus_ray.cluster.tracking import GROWN_FROM_TAG, RUN_TAG, TrialRuns
+    from abacus_ray.config import preset
+
+    class Trial:  # what the callback reads of a Tune trial
+        def __init__(self, name: str) -> None:
+            self.config = {"run": name}
+
+        def __str__(self) -> str:
+            return self.config["run"]
+
+    def start(steps: int, name: str = "t/a") -> dict[str, list]:
+        callback = TrialRuns(tmp_path, "exp", {name: preset("tiny", {"train.max_steps": steps})})
+        callback.setup()
+        callback.log_trial_start(Trial(name))
+        runs = _client(tmp_path).search_runs([_client(tmp_path).get_experiment_by_name("exp").experiment_id])
+        return {r.info.run_id: r for r in runs if r.data.tags[RUN_TAG] == name}
+
+    (first,) = start(20)
+    assert list(start(20)) == [first]  # the same trial again: its run goes on
+    (half,) = set(start(20, "t/b"))  # a run whose params a kill cut short: some of them logged
+    client = _client(tmp_path)
+    params = client.get_run(half).data.params
+    client.delete_run(half)
+    run = client.create_run(client.get_experiment_by_name("exp").experiment_id, tags={RUN_TAG: "t/b"})
+    for key in sorted(params)[:10]:
+        client.log_param(run.info.run_id, key, params[key])
+    assert set(start(20, "t/b")) == {run.info.run_id}
+    assert client.get_run(run.info.run_id).data.params == params  # the rest logged on resume
+    grown = start(25)
+    assert len(grown) == 2 and grown[first].data.params["train.max_steps"] == "20"
+    (new,) = set(grown) - {first}
+    assert grown[new].data.params["train.max_steps"] == "25" and grown[new].data.tags[GROWN_FROM_TAG] == first
+
+
 def test_the_closing_line_names_each_failed_trial_and_why():
     from abacus_ray.cluster.driver import EVALUATION, failure_line
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import mlflow
 import pyarrow as pa
-from mlflow.entities import Metric
+from mlflow.entities import Metric, Param
 from ray.air.integrations.mlflow import MLflowLoggerCallback  # RAY: Tune's MLflow integration
 from ray.tune.result import TIMESTEPS_TOTAL, TRAINING_ITERATION
 from ray.tune.utils import flatten_dict
@@ -54,6 +54,7 @@ from abacus_ray.sweep_dir import SweepDir
 
 TRACKERS = ("mlflow", "wandb", "none")
 RUN_TAG = "abacus_run"
+PARAMS_PER_BATCH = 100  # MLflow's limit per `log_batch`
 GROWN_FROM_TAG = "grown_from"  # a grown sweep's trial (more steps or grids): the run it follows
 # What a training report says about the run (`training.loop`); the rest of a
 # Tune result is bookkeeping.
@@ -132,6 +133,8 @@ class TrialRuns(MLflowLoggerCallback):
 
     def _start(self, trial) -> None:
         name = trial.config["run"]
+        mine = self.params.get(name, {})
+        logged: dict[str, str] = {}
         if trial not in self._trial_runs:
             found = self.mlflow_util._mlflow.search_runs(
                 experiment_ids=[self.mlflow_util.experiment_id],
@@ -139,9 +142,11 @@ class TrialRuns(MLflowLoggerCallback):
                 output_format="list",
             )
             latest = found[0] if found else None  # MLflow lists the newest run first
-            if latest is not None and latest.data.params in ({}, self.params.get(name, {})):
-                self._trial_runs[trial] = latest.info.run_id  # a resumed sweep: the run goes on
+            if latest is not None and all(mine.get(k) == v for k, v in latest.data.params.items()):
+                # a resumed sweep (its params all logged, some, or none when a kill cut them short)
+                self._trial_runs[trial] = latest.info.run_id
                 self.mlflow_util._get_client().update_run(latest.info.run_id, status="RUNNING")
+                logged = latest.data.params
             else:  # a new trial, or one its grown sweep changed (params cannot change in MLflow)
                 tags = {**self.tags, "trial_name": str(trial), RUN_TAG: name}
                 if latest is not None:
@@ -149,13 +154,12 @@ class TrialRuns(MLflowLoggerCallback):
                 self._trial_runs[trial] = self.mlflow_util.start_run(
                     tags=tags, run_name=name
                 ).info.run_id
-        self.mlflow_util.log_params(
-            run_id=self._trial_runs[trial], params_to_log=self.params.get(name, {})
-        )
+        client = self.mlflow_util._get_client()
+        params = [Param(k, v) for k, v in mine.items() if logged.get(k) != v]
+        for i in range(0, len(params), PARAMS_PER_BATCH):  # Ray's callback logs one param per write
+            client.log_batch(self._trial_runs[trial], params=params[i:i + PARAMS_PER_BATCH])
         if name in self.configs:
-            self.mlflow_util._get_client().log_dict(
-                self._trial_runs[trial], self.configs[name], "config.json"
-            )
+            client.log_dict(self._trial_runs[trial], self.configs[name], "config.json")
 
     def _result(self, trial, result: dict) -> None:
         """Every reported metric in one batch: Ray's callback writes them one by one, one SQLite
