@@ -94,7 +94,7 @@ def _tuner(name: str, trials: Sequence[Trial], by_name: dict[str, ExperimentConf
     trainable = tune.with_resources(  # RAY: each trial holds what its own config asks for
         tune.with_parameters(run_trial, configs=by_name, train_path=train_path, filesystem=fs),
         lambda params: trial_resources(by_name[params["run"]]))
-    tune_path, tune_fs = dirs.root.tune_storage  # RAY: Tune's state, each file written whole
+    tune_path, tune_fs = storage.tune_storage(dirs.root)  # RAY: Tune's state, each file whole
     if tune.Tuner.can_restore(exp.path, storage_filesystem=tune_fs):
         print(f"{name}: resuming {exp}", file=sys.stderr)
         return tune.Tuner.restore(exp.path, trainable, resume_errored=True,  # RAY: resume the sweep

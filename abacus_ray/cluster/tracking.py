@@ -135,6 +135,7 @@ class TrialRuns(MLflowLoggerCallback):
         name = trial.config["run"]
         mine = self.params.get(name, {})
         logged: dict[str, str] = {}
+        client = self.mlflow_util._get_client()
         if trial not in self._trial_runs:
             found = self.mlflow_util._mlflow.search_runs(
                 experiment_ids=[self.mlflow_util.experiment_id],
@@ -145,7 +146,7 @@ class TrialRuns(MLflowLoggerCallback):
             if latest is not None and all(mine.get(k) == v for k, v in latest.data.params.items()):
                 # a resumed sweep (its params all logged, some, or none when a kill cut them short)
                 self._trial_runs[trial] = latest.info.run_id
-                self.mlflow_util._get_client().update_run(latest.info.run_id, status="RUNNING")
+                client.update_run(latest.info.run_id, status="RUNNING")
                 logged = latest.data.params
             else:  # a new trial, or one its grown sweep changed (params cannot change in MLflow)
                 tags = {**self.tags, "trial_name": str(trial), RUN_TAG: name}
@@ -154,7 +155,6 @@ class TrialRuns(MLflowLoggerCallback):
                 self._trial_runs[trial] = self.mlflow_util.start_run(
                     tags=tags, run_name=name
                 ).info.run_id
-        client = self.mlflow_util._get_client()
         params = [Param(k, v) for k, v in mine.items() if logged.get(k) != v]
         for i in range(0, len(params), PARAMS_PER_BATCH):  # Ray's callback logs one param per write
             client.log_batch(self._trial_runs[trial], params=params[i:i + PARAMS_PER_BATCH])

@@ -47,7 +47,7 @@ A path or URI is resolved once, where it enters (the command line); everything b
 `StorageError` is a `ValueError`: the command line prints it as one line and exits 2. The modules:
 `location` (parsing into a `Location`), `files` (files and Parquet, atomic writes), `dirs` (whole
 directories), `probe` (checks before work), `whole_writes` (the local file system Ray Tune writes
-its experiment state through, `Location.tune_storage`: each file whole).
+its experiment state through, `tune_storage(loc)`: each file whole).
 """
 
 from abacus_ray.storage.dirs import (
@@ -104,6 +104,7 @@ from abacus_ray.storage.location import (
     safe_uri,
 )
 from abacus_ray.storage.probe import check_local_dir, check_location, probe
+from abacus_ray.storage.whole_writes import tune_storage
 
 __all__ = [
     "LEASE_FILE",
@@ -149,6 +150,7 @@ __all__ = [
     "resolve",
     "safe_uri",
     "tree_bytes",
+    "tune_storage",
     "upload",
     "write_bytes",
     "write_stream",

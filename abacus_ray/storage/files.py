@@ -361,9 +361,12 @@ def remove_empty(dirs: list[Path]) -> None:
             d.rmdir()
 
 
+TMP_PREFIX = ".tmp-"  # a write in progress: a dot-file no reader lists
+
+
 def _tmp_sibling(path: str) -> str:
     return posixpath.join(
-        posixpath.dirname(path), f".tmp-{uuid.uuid4().hex[:12]}-{posixpath.basename(path)}"
+        posixpath.dirname(path), f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{posixpath.basename(path)}"
     )
 
 

@@ -70,14 +70,6 @@ class Location:
         local path needs no fs)."""
         return self.path, None if self.local else self.fs
 
-    @property
-    def tune_storage(self) -> tuple[str, pafs.FileSystem]:
-        """`ray_storage` for a Tune run's own state: on a local path a file system on which each
-        file appears whole (`whole_writes`: Tune rewrites its experiment state in place)."""
-        from abacus_ray.storage.whole_writes import whole_writes_fs
-
-        return self.path, whole_writes_fs() if self.local else self.fs
-
     def join(self, *parts: str) -> Location:
         path, uri = self.path, self.uri
         for part in parts:

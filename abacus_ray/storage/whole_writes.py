@@ -13,21 +13,21 @@ previous version (or nothing) and a `.tmp-` file that no reader lists.
 from __future__ import annotations
 
 import os
-import uuid
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-TMP_PREFIX = ".tmp-"  # as the rest of storage: readers skip dot-files
+from abacus_ray.storage.files import TMP_PREFIX, _tmp_sibling
+from abacus_ray.storage.location import Location
+
+__all__ = ["TMP_PREFIX", "WholeWrites", "tune_storage", "whole_writes_fs"]
 
 
 class _WholeFile:
     """A writable file that becomes `target` only when closed."""
 
     def __init__(self, target: str) -> None:
-        self.target = target
-        head, tail = os.path.split(target)
-        self.tmp = os.path.join(head, f"{TMP_PREFIX}{uuid.uuid4().hex[:8]}-{tail}")
+        self.target, self.tmp = target, _tmp_sibling(target)  # as every write of storage
         self.file = open(self.tmp, "wb")  # noqa: SIM115 - closed (and renamed) by close()
         self.closed = False
 
@@ -119,3 +119,9 @@ class WholeWrites(pafs.FileSystemHandler):
 def whole_writes_fs() -> pafs.FileSystem:
     """The local file system for Ray Tune's `storage_filesystem` (see the module's docstring)."""
     return pafs.PyFileSystem(WholeWrites())
+
+
+def tune_storage(loc: Location) -> tuple[str, pafs.FileSystem]:
+    """`(storage_path, storage_filesystem)` for a Tune run's own state under `loc`: on a local path
+    this file system, each file whole; on an object store its own."""
+    return loc.path, whole_writes_fs() if loc.local else loc.fs
