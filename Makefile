@@ -21,7 +21,7 @@ FIGURES := fig3_embeddings fig4_depth_recurrence fig5_add_sub fig6_multiplicatio
            fig18_effective_depth fig19_injection_throttle fig20_random_padding fig21_index_hints \
            table1_sorting table2_sorting_arch extrapolation_10x
 
-.PHONY: install test test-cluster test-many-nodes test-fast test-floors demo lint bench soak suite-cpu clean eval-100plus dashboards browser-deps reproduce $(FIGURES) \
+.PHONY: install test test-scenarios test-many-nodes test-fast test-floors demo lint bench soak suite-cpu clean eval-100plus dashboards browser-deps reproduce $(FIGURES) \
         fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 fig15 fig16 fig18 fig19 fig20 fig21 table1 table2 x10
 
 install: $(STAMP)
@@ -39,21 +39,24 @@ endif
 	@touch $(STAMP)
 	@echo "installed into $(VENV)"
 
-# The tiers (docs/guide.md, "Tests"). `make test` gates: everything but the share-nothing scenarios,
-# browser tests included (browser-deps installs Playwright and Debian's chromium), on two pytest-xdist
-# workers, whole modules each (module fixtures run once), the costliest modules first (tests/conftest.py;
-# xdist's own reordering by test count is off), ending with its 15 slowest tests. More workers than
-# cores was slower: the suite is CPU-bound.
+# The tiers (docs/guide.md, "Tests"). `make test` is the developer's gate (12 minutes at most on 2 cores):
+# everything but the scenarios, browser tests included (browser-deps installs Playwright and Debian's
+# chromium), on two pytest-xdist workers, whole modules each (module fixtures run once), the costliest
+# modules first (tests/conftest.py; xdist's own reordering by test count is off), ending with its 15
+# slowest tests. More workers than cores was slower: the suite is CPU-bound.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
-GATED  := -m "not cluster and not many_nodes"
+GATED  := -m "not cluster and not scenario and not many_nodes"
 test: install browser-deps
 	$(PYTEST) $(GATED) --durations=15
 
-# The share-nothing scenarios (Ray nodes that share only the network and an S3 server on loopback, each
-# with a private /tmp): minutes each, so outside `make test`; CI runs them right after it, and they gate.
-test-cluster: install browser-deps
-	$(BIN)/python -m pytest -q -m cluster --durations=15
+# The scenarios, minutes each, so outside `make test`; CI runs them right after it, and they gate: the
+# share-nothing cluster (Ray nodes that share only the network and an S3 server on loopback, each with
+# a private /tmp), the SIGKILLed driver, Train worker and evaluators, the disk that fills, the 3-raylet
+# scheduling, placement and DDP scenarios, a finished sweep grown, and the tiny preset learning in its
+# own 3,000 steps.
+test-scenarios: install browser-deps
+	$(PYTEST) -m "cluster or scenario" --durations=15
 
 # The scheduling scenario at 9 raylets and 24 trials (about 11 minutes). Not in CI: the same assertions
 # gate at 3 raylets in `make test` (tests/test_multinode.py, mixed trial shapes).
@@ -63,7 +66,7 @@ test-many-nodes: install
 # No Ray, no servers, no spawned processes, no browser, no training beyond a few steps: the inner loop
 # while editing, green right after `make install`.
 test-fast: install
-	$(PYTEST) -m "not ray and not slow and not cluster and not many_nodes"
+	$(PYTEST) -m "not ray and not slow and not cluster and not scenario and not many_nodes"
 
 # The lowest version of every package pyproject.toml allows (each `>=` pinned to `==`), installed in
 # an environment of its own (.venv-floors), then the fast tier there: a user's oldest allowed set
@@ -77,7 +80,7 @@ test-floors:
 	  print('\n'.join(re.sub(r'\[.*?\]', '', d).replace('>=', '==') for d in deps))" > $(FLOORS)/floors.txt
 	$(FLOORS)/bin/python -m pip install -q -c $(FLOORS)/floors.txt -e ".[test,dev]"
 	$(FLOORS)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-	  -m "not ray and not slow and not cluster and not many_nodes"
+	  -m "not ray and not slow and not cluster and not scenario and not many_nodes"
 
 # The main job on an embedded local Ray (127.0.0.1): the tiny Fig. 10 sweep, trained through Tune +
 # Train, evaluated through Ray Data into Parquet; then one row per k (95 % intervals, where the trained

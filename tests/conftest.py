@@ -92,8 +92,15 @@ def module_cost(items: list) -> float:
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
 def pytest_collection_modifyitems(session, config, items):
-    """Every test that starts an S3 server (the `s3` fixture: a `weed` process, seconds) is `slow`; then
-    the costliest modules first, each of the first ones followed by a cheap module.
+    """Every test that starts an S3 server (the `s3` fixture: a `weed` process, seconds) is `slow`."""
+    for item in items:
+        if "s3" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
+class CostOrder:
+    """The costliest modules first, each of the first ones followed by a cheap module; a plugin of its own
+    so that it runs after `-m` deselected (a module's cost is that of its tests in the tier being run).
 
     `make test` runs `--dist loadfile --no-loadscope-reorder`: whole modules go to the xdist workers in
     this order. A worker is sent its next module when its current one is down to its last two tests,
@@ -101,17 +108,17 @@ def pytest_collection_modifyitems(session, config, items):
     `WORKERS` costly modules are therefore each followed by a cheap one, and the rest of the costly ones
     go to whichever worker frees up first (longest first).
     """
-    for item in items:
-        if "s3" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.slow)
-    modules: dict[str, list] = {}
-    for item in items:
-        modules.setdefault(item.module.__name__, []).append(item)
-    cost = {name: module_cost(group) for name, group in modules.items()}
-    costly = sorted((name for name in modules if cost[name]), key=lambda name: -cost[name])  # stable
-    cheap = [name for name in modules if not cost[name]]
-    order = costly[:WORKERS] + cheap[:WORKERS] + costly[WORKERS:] + cheap[WORKERS:]
-    items[:] = [item for name in order for item in modules[name]]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        modules: dict[str, list] = {}
+        for item in items:
+            modules.setdefault(item.module.__name__, []).append(item)
+        cost = {name: module_cost(group) for name, group in modules.items()}
+        costly = sorted((name for name in modules if cost[name]), key=lambda name: -cost[name])  # stable
+        cheap = [name for name in modules if not cost[name]]
+        order = costly[:WORKERS] + cheap[:WORKERS] + costly[WORKERS:] + cheap[WORKERS:]
+        items[:] = [item for name in order for item in modules[name]]
 
 
 _RUNNING: list = []  # the test being run, for `pytest_fixture_setup`
@@ -201,7 +208,12 @@ from refusal import (  # noqa: E402, F401
     ckpt,
     mul_ckpt,
     no_ray,
-    pytest_configure,
     unwritable,
     work,
 )
+from refusal import pytest_configure as _bad_input_report  # noqa: E402
+
+
+def pytest_configure(config):
+    _bad_input_report(config)
+    config.pluginmanager.register(CostOrder(), "abacus-ray-cost-order")

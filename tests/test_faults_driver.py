@@ -16,7 +16,7 @@ from faults import finish, kill_driver, start, subprocess_env, uninterrupted_sco
 
 from abacus_ray.storage import on_disk
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.cost(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.scenario, pytest.mark.cost(120)]
 
 
 SWEEP_STEPS = 60

@@ -21,7 +21,7 @@ from abacus_ray import storage
 from abacus_ray.config import preset
 from abacus_ray.storage import on_disk
 
-pytestmark = [pytest.mark.slow, pytest.mark.cost(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.scenario, pytest.mark.cost(265)]
 
 
 EVAL_SEEDS = (0, 1, 2)  # one killed run per seed, chained on one results directory, then a full rerun

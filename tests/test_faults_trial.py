@@ -19,7 +19,7 @@ from faults import alive, one_thread, read_json_lines
 from abacus_ray.config import preset
 from benchmarks.census import descendants, title
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.cost(155)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.scenario, pytest.mark.cost(195)]
 
 
 # A steps budget alone (no device-hours limit) makes the run deterministic: a wall-clock limit

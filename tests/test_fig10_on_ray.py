@@ -19,7 +19,7 @@ from abacus_ray.model.checkpoint import list_checkpoints
 from abacus_ray.storage import on_disk
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.ray, pytest.mark.cost(330)]
+pytestmark = [pytest.mark.ray, pytest.mark.cost(90)]
 
 
 def _fig10():
@@ -135,6 +135,8 @@ def _grid_rows(root: Path, table: str = "results"):
     return cells[cells["region"] != "ood100plus"]  # eval-100plus's rows above are not the sweep's grid
 
 
+@pytest.mark.scenario
+@pytest.mark.cost(310)  # with the module's sweep
 def test_a_finished_sweep_grows_by_seeds_grids_and_steps(fig10_run, ray_local, capsys):
     """Only what is missing runs: the kept trials' models stay (their Train runs end at once), the new
     trials train, only missing cells are scored, and models trained further replace their shorter

@@ -16,7 +16,7 @@ import pytest
 from pace import deadline
 from test_bad_input_places import _tmpfs, fill_up
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.cost(95)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,6 +33,8 @@ def _fill_when_a_checkpoint_lands(mount: Path, store: Path, done: threading.Even
     fill_up(mount)
 
 
+@pytest.mark.scenario
+@pytest.mark.cost(75)
 def test_a_disk_that_fills_mid_sweep_ends_it_in_one_line_per_trial(disk):
     store = disk / "store"
     done = threading.Event()

@@ -1,7 +1,7 @@
 """A real multi-node Ray cluster, in a loopback-only network namespace, shared by every test here:
 token auth, an impossible trial refused, trials of mixed shapes scheduled onto their nodes, placement
 of trials and evaluation pools by config, DDP across nodes. Everything goes through `ray job submit`.
-(Node loss and storage that only the network shares: `test_share_nothing_cluster.py`, `make test-cluster`.)
+(Node loss and storage that only the network shares: `test_share_nothing_cluster.py`, in the same tier, `make test-scenarios`.)
 
 The cluster (`tests/raycluster.py`, `lab_cluster`): a head with 1 CPU, a "GPU node" with 2 CPUs, one
 fake GPU slot and the custom resource `accel`, and a CPU-only node with 3 CPUs and the custom resource
@@ -25,7 +25,7 @@ from abacus_ray import storage
 from abacus_ray.evaluation.results import KEY, read_cells
 from abacus_ray.storage import on_disk
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.cost(585)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.scenario, pytest.mark.cost(500)]
 
 WORKERS_AND_NODES = """
 import json

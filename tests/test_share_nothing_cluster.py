@@ -29,7 +29,7 @@ from raycluster import RAY, ROOT, Cluster, kill_tree, network_only_cluster
 from abacus_ray.evaluation.results import read_cells
 from abacus_ray.storage import on_disk
 
-pytestmark = [pytest.mark.cluster, pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.ray, pytest.mark.slow, pytest.mark.cost(760)]
 
 # Two trials of the tiny Fig. 10 sweep, short: a checkpoint every 3 s (so a node lost mid-training has
 # one to resume from), a 400-cell grid (long enough to lose a node under it, as the node-loss test).

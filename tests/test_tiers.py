@@ -1,9 +1,12 @@
-"""The test tiers keep their promises: `make test-fast` (no Ray, nothing slow) starts no S3 server.
+"""The test tiers keep their promises: `make test`, `make test-scenarios` and `make test-many-nodes`
+split the suite, and `make test-fast` (no Ray, nothing slow) starts no S3 server.
 
 A test that asks for the `s3` fixture at run time (`request.getfixturevalue`, say through a
 parametrised fixture) escapes the collection hook that marks S3 tests slow (`conftest.py`), so
 `-m "not slow"` kept it and the fast tier started a `weed` process."""
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -12,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from abacus_ray import storage
+from abacus_ray.storage import on_disk
 from benchmarks.census import descendants
 
 pytestmark = pytest.mark.slow  # a pytest run of its own (seconds)
@@ -47,3 +52,47 @@ def _name(p) -> str:
         return p.name()
     except Exception:  # noqa: BLE001 - gone meanwhile
         return ""
+
+
+# Each item's marks, written by a collection-only run (no test runs, no Ray starts) to $MARKS_JSON.
+MARKS_PLUGIN = """
+import json, os
+
+def pytest_collection_finish(session):
+    marks = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
+    with open(os.environ["MARKS_JSON"], "w") as f:
+        json.dump(marks, f)
+"""
+
+
+def tier_marks() -> dict[str, str]:
+    """The `-m` expression of every tier target of the Makefile (`GATED` for `make test`)."""
+    text = (ROOT / "Makefile").read_text()
+    tiers = {"test": re.search(r'^GATED\s*:=\s*-m "([^"]+)"', text, re.M).group(1)}
+    for target in ("test-fast", "test-scenarios", "test-many-nodes"):
+        tiers[target] = re.search(rf'^{target}:.*\n\t.*?-m (?!pytest)("[^"]+"|\S+)', text, re.M).group(1).strip('"')
+    return tiers
+
+
+def test_every_test_is_in_exactly_one_gating_tier_and_the_fast_tier_is_inside_make_test(tmp_path):
+    """`make test`, `make test-scenarios` and `make test-many-nodes` split the suite: a test in none of
+    them would never run, one in two would run twice in CI; `make test-fast` only picks from `make test`."""
+    from _pytest.mark.expression import Expression
+
+    storage.write_text(on_disk(tmp_path / "marks_plugin.py"), MARKS_PLUGIN)
+    found = tmp_path / "marks.json"
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+                          "-p", "marks_plugin", "-n", "0"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "MARKS_JSON": str(found)})
+    assert out.returncode == 0 and found.exists(), out.stdout[-3000:] + out.stderr[-3000:]
+    marks = json.loads(storage.read_text(on_disk(found)))
+    tiers = {name: Expression.compile(expr) for name, expr in tier_marks().items()}
+
+    def members(tier: str) -> set[str]:
+        return {node for node, names in marks.items() if tiers[tier].evaluate(set(names).__contains__)}
+
+    gating = {tier: members(tier) for tier in ("test", "test-scenarios", "test-many-nodes")}
+    counts = {node: sum(node in m for m in gating.values()) for node in marks}
+    assert [n for n, c in counts.items() if c != 1] == []
+    assert members("test-fast") <= gating["test"]
+    assert gating["test-scenarios"] and gating["test-many-nodes"] and len(members("test-fast")) > 1000

@@ -24,7 +24,8 @@ def in_distribution_accuracy(model, n: int, eval_seed: int = 0) -> tuple[float, 
 
 
 @pytest.mark.slow
-@pytest.mark.cost(260)
+@pytest.mark.scenario
+@pytest.mark.cost(270)
 def test_tiny_learns_five_digit_addition():
     cfg = preset("tiny", [f"seed={SEED}", "train.budget_hours=1000"])  # the preset's steps budget alone
     assert cfg.train.max_steps is not None and cfg.task.train_max_len == 5
