@@ -59,7 +59,7 @@ test-scenarios: install browser-deps
 	$(PYTEST) -m "cluster or scenario" --durations=15
 
 # The scheduling scenario at 9 raylets and 24 trials (about 11 minutes). Not in CI: the same assertions
-# gate at 3 raylets in `make test` (tests/test_multinode.py, mixed trial shapes).
+# gate at 3 raylets in `make test-scenarios` (tests/test_multinode.py, mixed trial shapes).
 test-many-nodes: install
 	$(BIN)/python -m pytest -q -s -m many_nodes --durations=5
 

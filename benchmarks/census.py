@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -97,6 +98,75 @@ def listeners(roots: list[int] | None = None) -> list[Listener]:
 def exposed(roots: list[int] | None = None) -> list[Listener]:
     """The listeners reachable from other machines (bound to a non-loopback address)."""
     return [entry for entry in listeners(roots) if not is_loopback(entry.ip)]
+
+
+def _address(hex_ip: str) -> str:
+    """An address as /proc/net/tcp{,6} writes it (32-bit words in host order, here little-endian)."""
+    raw = bytes.fromhex(hex_ip)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, words)
+
+
+def exposed_sockets() -> dict[tuple[str, int], int]:
+    """This network namespace's listening TCP sockets bound off loopback, (ip, port) -> socket inode:
+    two small files, where finding their processes means reading every process's descriptors."""
+    found = {}
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            if " 0A " not in row:  # TCP_LISTEN, the state column
+                continue
+            fields = row.split()
+            if fields[3] != "0A":
+                continue
+            hex_ip, hex_port = fields[1].split(":")
+            ip = _address(hex_ip)
+            if not is_loopback(ip):
+                found[(ip, int(hex_port, 16))] = int(fields[9])
+    return found
+
+
+class ExposedScan:
+    """`exposed()` for a watch that scans again and again. A listener off loopback held by a process
+    outside the roots' trees (the machine's own services) is remembered by its socket, so a scan whose
+    exposed sockets are all known reads `exposed_sockets()` only; any other socket costs a full scan."""
+
+    def __init__(self, roots: list[int] | None = None) -> None:
+        self.roots = roots or [os.getpid()]
+        self.outside: set[int] = set()  # socket inodes held outside the trees
+        self.full_scans = 0
+
+    def __call__(self) -> list[Listener]:
+        sockets = exposed_sockets()
+        if not set(sockets.values()) - self.outside:
+            return []
+        self.full_scans += 1
+        procs = {p.pid: p for root in self.roots for p in descendants(root)}
+        found = []
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.status != psutil.CONN_LISTEN or is_loopback(conn.laddr.ip):
+                continue
+            if conn.pid in procs:
+                found.append(Listener(conn.pid, title(procs[conn.pid])[:80], conn.laddr.ip, conn.laddr.port))
+            # no pid: a process whose descriptors this one may not read (another user's, the
+            # machine's init), never one of the trees' own
+            elif conn.pid is None or self._outside(conn.pid):
+                inode = sockets.get((conn.laddr.ip, conn.laddr.port))
+                if inode is not None:
+                    self.outside.add(inode)
+        return found
+
+    def _outside(self, pid: int) -> bool:
+        """Whether `pid` is known to descend from none of the roots (a process started since the
+        walk above, or one gone, is not known)."""
+        try:
+            return not {p.pid for p in psutil.Process(pid).parents()} & set(self.roots)
+        except psutil.Error:
+            return False
 
 
 def census(root: int | None = None) -> Census:

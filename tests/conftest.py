@@ -161,10 +161,11 @@ class ListenerWatch:
         self._thread = threading.Thread(target=self._run, name="listener-watch", daemon=True)
 
     def _run(self) -> None:
-        from benchmarks.census import exposed
+        from benchmarks.census import ExposedScan
 
+        scan = ExposedScan()  # the machine's own off-loopback services are told apart once, by socket
         while not self._stop.wait(self.interval):
-            self.exposed.update(exposed())
+            self.exposed.update(scan())
             self.scans += 1
 
     def start(self) -> "ListenerWatch":

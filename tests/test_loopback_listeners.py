@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from abacus_ray.storage import on_disk
-from benchmarks.census import exposed, is_loopback, listeners
+from benchmarks.census import ExposedScan, exposed, is_loopback, listeners
 
 pytestmark = [pytest.mark.ray, pytest.mark.cost(75)]
 
@@ -51,7 +51,8 @@ def test_is_loopback(ip, loopback):
 
 
 def test_census_sees_an_exposed_listener():
-    """The watch is not blind: a process listening on 0.0.0.0 is reported, its 127.0.0.1 socket is not.
+    """The watch is not blind: a process listening on 0.0.0.0 is reported, its 127.0.0.1 socket is not,
+    and the suite's repeated scan tells a listener outside its tree apart once.
 
     The listener is detached from pytest's process tree (started in the background by a shell that
     exits), so the suite-wide watch does not count this deliberate exposure.
@@ -68,6 +69,10 @@ def test_census_sees_an_exposed_listener():
         assert (pid, open_port) in found
         assert (pid, loop_port) not in found
         assert not any(entry.pid == pid for entry in exposed())  # not ours: outside this process tree
+        # the suite's watch: the outside socket found once by a full scan, then known by its inode alone
+        ours, its = ExposedScan(), ExposedScan(roots=[pid])
+        assert ours() == [] and ours() == [] and ours.full_scans == 1
+        assert (pid, open_port) in {(entry.pid, entry.port) for entry in its()}
     finally:
         os.kill(pid, signal.SIGKILL)
 
