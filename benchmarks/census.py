@@ -14,6 +14,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
 
@@ -113,8 +114,7 @@ def exposed_sockets() -> dict[tuple[str, int], int]:
     found = {}
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            with open(name) as f:
-                rows = f.read().splitlines()[1:]
+            rows = Path(name).read_text().splitlines()[1:]
         except OSError:
             continue
         for row in rows:
