@@ -78,20 +78,18 @@ class ResultsReader(threading.Thread):
         self.stop = threading.Event()
 
     def check(self) -> None:
-        import pandas as pd
-
         from abacus_ray.evaluation.results import KEY, part_files, read_cells
 
         if not part_files(on_disk(self.out)):
             return
         try:
             ours = read_cells(on_disk(self.out), list(KEY) + ["schema_version"])
-            plain = pd.read_parquet(self.out, columns=list(KEY))
+            plain = storage.read_parquet(on_disk(self.out), columns=list(KEY)).to_pandas()  # the directory as one dataset
         except Exception as e:  # noqa: BLE001 - any failure to read is what this reader reports
             self.errors.append(f"{type(e).__name__}: {e}")
             return
         self.reads += 1
-        for name, df in (("read_cells", ours), ("pandas", plain)):
+        for name, df in (("read_cells", ours), ("a plain dataset read", plain)):
             if df.duplicated(list(KEY)).any():
                 self.errors.append(f"{name} saw a key twice")
 
@@ -104,8 +102,6 @@ class ResultsReader(threading.Thread):
 def kill_at_random_point(cmd: list[str], out: Path, seed: int, path: EvalPath, log: Path) -> dict[str, Any]:
     """Run `cmd`, SIGKILL it at a random point drawn from `seed`, and check what a reader sees there."""
     import random
-
-    import pyarrow.parquet as pq
 
     from abacus_ray.evaluation.results import part_files
 
@@ -127,7 +123,7 @@ def kill_at_random_point(cmd: list[str], out: Path, seed: int, path: EvalPath, l
     reader.check()  # at the kill point: the directory reads cleanly, whatever the kill interrupted
     assert not reader.errors, reader.errors[:3]
     for part in part_files(on_disk(out)):
-        pq.read_table(part)  # every part is a whole Parquet file
+        storage.read_parquet(part)  # every part is a whole Parquet file
     others = sorted(p.name for p in out.glob("*") if not p.name.startswith("part-")) if out.exists() else []
     assert all(name.startswith(".tmp-") for name in others), others  # a write cut short stays a hidden temp file
     return {"seed": seed, "after_parts": n_wait, "delay_s": round(delay, 2), "at_s": round(time.monotonic() - t0, 1),

@@ -6,7 +6,6 @@ parametrised fixture) escapes the collection hook that marks S3 tests slow (`con
 `-m "not slow"` kept it and the fast tier started a `weed` process."""
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from abacus_ray import storage
-from abacus_ray.storage import on_disk
 from benchmarks.census import descendants
 
 pytestmark = pytest.mark.slow  # a pytest run of its own (seconds)
@@ -25,17 +22,11 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
 
-def fast_marks() -> str:
-    """The `-m` expression of `make test-fast`, read from the Makefile."""
-    rule = re.search(r'^test-fast:.*\n\t.*-m "([^"]+)"', (ROOT / "Makefile").read_text(), re.M)
-    return rule.group(1)
-
-
 def test_the_fast_tier_of_every_s3_module_starts_no_s3_server(tmp_path):
     modules = [str(p) for p in sorted(TESTS.glob("test_*.py"))
                if p.name != Path(__file__).name and "s3server" in p.read_text()]
     assert modules
-    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", fast_marks()]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", tier_marks()["test-fast"]]
     proc = subprocess.Popen([*cmd, *modules], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     started = set()
@@ -54,19 +45,22 @@ def _name(p) -> str:
         return ""
 
 
-# Each item's marks, written by a collection-only run (no test runs, no Ray starts) to $MARKS_JSON.
-MARKS_PLUGIN = """
-import json, os
+# A collection-only run (no test runs, no Ray starts) that prints each item's marks as one JSON line.
+COLLECT_MARKS = """
+import json, sys
+import pytest
 
-def pytest_collection_finish(session):
-    marks = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
-    with open(os.environ["MARKS_JSON"], "w") as f:
-        json.dump(marks, f)
+class Marks:
+    def pytest_collection_finish(self, session):
+        marks = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
+        print("MARKS " + json.dumps(marks))
+
+sys.exit(pytest.main(["-q", "-s", "--collect-only", "-p", "no:cacheprovider", "-n", "0"], plugins=[Marks()]))
 """
 
 
 def tier_marks() -> dict[str, str]:
-    """The `-m` expression of every tier target of the Makefile (`GATED` for `make test`)."""
+    """The `-m` expression of every tier target of the Makefile (`GATED` for `make test`), read from it."""
     text = (ROOT / "Makefile").read_text()
     tiers = {"test": re.search(r'^GATED\s*:=\s*-m "([^"]+)"', text, re.M).group(1)}
     for target in ("test-fast", "test-scenarios", "test-many-nodes"):
@@ -74,18 +68,15 @@ def tier_marks() -> dict[str, str]:
     return tiers
 
 
-def test_every_test_is_in_exactly_one_gating_tier_and_the_fast_tier_is_inside_make_test(tmp_path):
+def test_every_test_is_in_exactly_one_gating_tier_and_the_fast_tier_is_inside_make_test():
     """`make test`, `make test-scenarios` and `make test-many-nodes` split the suite: a test in none of
     them would never run, one in two would run twice in CI; `make test-fast` only picks from `make test`."""
     from _pytest.mark.expression import Expression
 
-    storage.write_text(on_disk(tmp_path / "marks_plugin.py"), MARKS_PLUGIN)
-    found = tmp_path / "marks.json"
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
-                          "-p", "marks_plugin", "-n", "0"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "MARKS_JSON": str(found)})
-    assert out.returncode == 0 and found.exists(), out.stdout[-3000:] + out.stderr[-3000:]
-    marks = json.loads(storage.read_text(on_disk(found)))
+    out = subprocess.run([sys.executable, "-c", COLLECT_MARKS], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("MARKS ")), None)
+    assert out.returncode == 0 and line, out.stdout[-3000:] + out.stderr[-3000:]
+    marks = json.loads(line.removeprefix("MARKS "))
     tiers = {name: Expression.compile(expr) for name, expr in tier_marks().items()}
 
     def members(tier: str) -> set[str]:
